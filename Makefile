@@ -1,0 +1,55 @@
+GO ?= go
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+GOBIN := $(shell $(GO) env GOPATH)/bin
+PROTOS := $(shell find api/proto -name '*.proto')
+
+.PHONY: all build run test test-short fuzz vet fmt proto proto-tools bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/kvd ./cmd/kvd
+	$(GO) build -o bin/kvctl ./cmd/kvctl
+
+## run: a single-node site named "local", data in ./data, client API on 127.0.0.1:7379.
+run: build
+	./bin/kvd
+
+## test: vet, gofmt, the race-enabled test suite and a short run of every fuzz target.
+test: vet
+	@test -z "$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))" || (gofmt -l $$(git ls-files -co --exclude-standard '*.go'); echo "gofmt: files above need formatting"; exit 1)
+	$(GO) test -race -timeout 15m ./...
+	$(MAKE) fuzz
+
+FUZZTIME ?= 3s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+
+proto-tools:
+	@command -v protoc >/dev/null || (echo "protoc not found: apt-get install protobuf-compiler" && exit 1)
+	GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(GOBIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+## proto: regenerate the committed Go code from api/proto.
+proto: proto-tools
+	PATH=$(GOBIN):$$PATH protoc -I api/proto \
+	  --go_out=api/proto --go_opt=paths=source_relative \
+	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
+	  $(PROTOS:api/proto/%=%)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 10s ./bench/...
+
+clean:
+	rm -rf bin

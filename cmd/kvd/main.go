@@ -1,0 +1,129 @@
+// Command kvd is the Causeway daemon: one per node.
+//
+// With no flags it runs a single-node site named "local" with data in
+// ./data and the client API on 127.0.0.1:7379. Every flag can also be set
+// through an environment variable: --data-dir is CAUSEWAY_DATA_DIR, and so
+// on. Flags win over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/causeway-db/causeway/internal/rpc"
+	"github.com/causeway-db/causeway/internal/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kvd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, logger, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	srv.Stop()
+	return nil
+}
+
+func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error) {
+	cfg := server.DefaultConfig()
+	fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the node's database and snapshots")
+	fs.StringVar(&cfg.Site, "site", cfg.Site, "name of this node's site")
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "name of this node within its site")
+	fs.StringVar(&cfg.ClientAddr, "client-addr", cfg.ClientAddr, "host:port of the client gRPC API")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port of /metrics, /healthz and /readyz")
+	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "host:port for node-to-node traffic (multi-node sites)")
+	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "host:port for membership gossip (multi-node sites)")
+	join := fs.String("join", "", "comma-separated gossip addresses of nodes to join (multi-node sites)")
+	shards := fs.Uint("shards", uint(cfg.Shards), "shards per keyspace (fixed when the keyspace is created)")
+	fs.IntVar(&cfg.Limits.MaxValueBytes, "max-value-bytes", cfg.Limits.MaxValueBytes, "largest value accepted, in bytes")
+	fs.DurationVar(&cfg.Shard.VersionRetention, "version-retention", cfg.Shard.VersionRetention, "how long shadowed versions and tombstones are kept")
+	fs.DurationVar(&cfg.Shard.GCInterval, "gc-interval", cfg.Shard.GCInterval, "how often old versions are garbage-collected (0 disables)")
+	fs.Uint64Var(&cfg.Shard.SnapshotThreshold, "snapshot-threshold", cfg.Shard.SnapshotThreshold, "log entries between raft snapshots of a shard")
+	fs.DurationVar(&cfg.CausalWait, "causal-wait", cfg.CausalWait, "longest a read waits for its causal dependencies")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, nil, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, nil, fmt.Errorf("unexpected arguments %q (flags only; see kvd -h)", fs.Args())
+	}
+	if err := applyEnv(fs); err != nil {
+		return cfg, nil, err
+	}
+	if *version {
+		fmt.Fprintln(stderr, "kvd", rpc.Version)
+		return cfg, nil, flag.ErrHelp
+	}
+	cfg.Shards = uint32(*shards)
+	if *shards > 1<<31 {
+		cfg.Shards = 0 // rejected by Validate
+	}
+	if *join != "" {
+		cfg.Join = strings.Split(*join, ",")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return cfg, nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch *logFormat {
+	case "text":
+		h = slog.NewTextHandler(stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(stderr, opts)
+	default:
+		return cfg, nil, fmt.Errorf("--log-format %q: want text or json", *logFormat)
+	}
+	return cfg, slog.New(h), nil
+}
+
+// applyEnv sets every flag not given on the command line from its
+// CAUSEWAY_* environment variable.
+func applyEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "CAUSEWAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && !given[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	return err
+}

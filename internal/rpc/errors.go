@@ -1,0 +1,81 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// ErrCausalWait: the replica did not catch up with the session's floor in
+// time. Retryable.
+var ErrCausalWait = errors.New("rpc: timed out waiting for causal dependencies")
+
+// codeTable is the one place that maps internal errors to gRPC codes.
+var codeTable = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrEmptyKey, codes.InvalidArgument},
+	{ErrKeyTooLarge, codes.InvalidArgument},
+	{ErrValueTooLarge, codes.InvalidArgument},
+	{ErrBadRequest, codes.InvalidArgument},
+	{ErrBadContinuation, codes.InvalidArgument},
+	{causal.ErrMalformedToken, codes.InvalidArgument},
+	{router.ErrUnknownKeyspace, codes.NotFound},
+	{fsm.ErrVersionMismatch, codes.FailedPrecondition},
+	{fsm.ErrKeyExists, codes.AlreadyExists},
+	{fsm.ErrKeyNotFound, codes.NotFound},
+	{ErrCausalWait, codes.DeadlineExceeded},
+	{shard.ErrNotLeader, codes.Unavailable},
+	{shard.ErrTimeout, codes.Unavailable},
+	{shard.ErrStopped, codes.Unavailable},
+	{storage.ErrClosed, codes.Unavailable},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// toStatus converts an internal error to a gRPC status error.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	for _, e := range codeTable {
+		if errors.Is(err, e.err) {
+			return status.Error(e.code, err.Error())
+		}
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// casStatus converts a failed compare-and-swap outcome to a status with a
+// kvv1.CasConflict detail carrying the key's current version.
+func casStatus(res fsm.Result) error {
+	st := status.Convert(toStatus(res.Err))
+	detail := &kvv1.CasConflict{Found: res.CurrentFound}
+	if !res.Current.IsZero() {
+		detail.Current = versionPB(res.Current)
+	}
+	if with, err := st.WithDetails(detail); err == nil {
+		st = with
+	}
+	return st.Err()
+}
+
+func versionPB(v causal.Version) *kvv1.Version {
+	if v.IsZero() {
+		return nil
+	}
+	return &kvv1.Version{Hlc: v.HLC, Site: v.Site}
+}

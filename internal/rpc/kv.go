@@ -1,0 +1,385 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// DefaultKeyspace is used when a request names none.
+const DefaultKeyspace = "default"
+
+// Config configures the services.
+type Config struct {
+	// Site and NodeID identify this node in responses and versions.
+	Site   string
+	NodeID string
+	// Limits bounds request sizes.
+	Limits Limits
+	// CausalWait is the longest a read waits for this node to catch up
+	// with the session's floor before failing with a retryable error.
+	CausalWait time.Duration
+}
+
+// KV implements kvv1.KVServer.
+type KV struct {
+	kvv1.UnimplementedKVServer
+	cfg     Config
+	router  *router.Router
+	clock   *causal.Clock
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// NewKV returns the data service.
+func NewKV(cfg Config, r *router.Router, clock *causal.Clock, logger *slog.Logger, m *Metrics) *KV {
+	return &KV{cfg: cfg, router: r, clock: clock, log: logger, metrics: m}
+}
+
+// call is the per-request context: keyspace and session.
+type call struct {
+	keyspace string
+	session  *causal.Session
+}
+
+func (s *KV) begin(h *kvv1.RequestHeader) (*call, error) {
+	c := &call{keyspace: DefaultKeyspace, session: &causal.Session{}}
+	if h == nil {
+		return c, nil
+	}
+	if h.Keyspace != "" {
+		c.keyspace = h.Keyspace
+	}
+	sess, err := causal.DecodeSession(h.Session)
+	if err != nil {
+		return nil, err
+	}
+	c.session = sess
+	return c, nil
+}
+
+func (s *KV) respHeader(c *call) *kvv1.ResponseHeader {
+	return &kvv1.ResponseHeader{Session: c.session.Encode(), Site: s.cfg.Site, NodeId: s.cfg.NodeID}
+}
+
+// Put implements kvv1.KVServer.
+func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutResponse, err error) {
+	defer s.metrics.observe("put", time.Now(), &err)
+	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	if err == nil {
+		err = s.cfg.Limits.Value(req.Value)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.write(ctx, c, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &kvv1.PutResponse{Header: s.respHeader(c), Version: versionPB(res)}, nil
+}
+
+// Delete implements kvv1.KVServer.
+func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.DeleteResponse, err error) {
+	defer s.metrics.observe("delete", time.Now(), &err)
+	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var existed bool
+	v, err := s.writeExisted(ctx, c, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &kvv1.DeleteResponse{Header: s.respHeader(c), Version: versionPB(v), Existed: existed}, nil
+}
+
+// CompareAndSwap implements kvv1.KVServer.
+func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest) (resp *kvv1.CompareAndSwapResponse, err error) {
+	defer s.metrics.observe("cas", time.Now(), &err)
+	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	if err == nil && !req.Delete {
+		err = s.cfg.Limits.Value(req.Value)
+	}
+	w := &peerv1.Write{Key: req.Key, Value: req.Value, Tombstone: req.Delete}
+	switch e := req.Expect.(type) {
+	case *kvv1.CompareAndSwapRequest_ExpectedVersion:
+		if e.ExpectedVersion == nil || e.ExpectedVersion.Hlc == 0 {
+			err = errors.Join(err, fmt.Errorf("%w: expected_version must be a version returned by the server", ErrBadRequest))
+		} else {
+			w.Condition = &peerv1.Condition{Kind: peerv1.Condition_KIND_VERSION, Hlc: e.ExpectedVersion.Hlc, Site: e.ExpectedVersion.Site}
+		}
+	case *kvv1.CompareAndSwapRequest_ExpectAbsent:
+		if !e.ExpectAbsent {
+			err = errors.Join(err, fmt.Errorf("%w: expect_absent must be true when set", ErrBadRequest))
+		}
+		w.Condition = &peerv1.Condition{Kind: peerv1.Condition_KIND_ABSENT}
+	default:
+		err = errors.Join(err, fmt.Errorf("%w: compare-and-swap needs expected_version or expect_absent", ErrBadRequest))
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	v, err := s.write(ctx, c, g, w, req.Options)
+	if err != nil {
+		var ce *condError
+		if errors.As(err, &ce) {
+			return nil, ce.status
+		}
+		return nil, toStatus(err)
+	}
+	return &kvv1.CompareAndSwapResponse{Header: s.respHeader(c), Version: versionPB(v)}, nil
+}
+
+// prepareWrite validates a mutation and routes it.
+func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*call, *shard.Group, error) {
+	c, err := s.begin(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.cfg.Limits.Key(key); err != nil {
+		return nil, nil, err
+	}
+	if err := s.cfg.Limits.WriteOptions(o, 1); err != nil {
+		return nil, nil, err
+	}
+	g, err := s.router.Route(c.keyspace, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, g, nil
+}
+
+type condError struct{ status error }
+
+func (e *condError) Error() string { return e.status.Error() }
+
+func (s *KV) write(ctx context.Context, c *call, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (causal.Version, error) {
+	var existed bool
+	return s.writeExisted(ctx, c, g, w, o, &existed)
+}
+
+// writeExisted proposes one write. The clock first observes everything the
+// session has seen, so the new version is newer than all of it (monotonic
+// writes, writes-follow-reads).
+func (s *KV) writeExisted(ctx context.Context, c *call, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions, existed *bool) (causal.Version, error) {
+	s.clock.Observe(c.session.MaxHLC)
+	w.Hlc = s.clock.Now()
+	w.Site = s.cfg.Site
+	if o != nil && o.RequestId != nil {
+		w.ClientId, w.Seq = o.RequestId.ClientId, o.RequestId.Seq
+	}
+	res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Write{Write: w}})
+	if err != nil {
+		return causal.Version{}, err
+	}
+	if res.Err != nil {
+		if !res.Current.IsZero() {
+			c.session.Observe(c.keyspace, w.Key, res.Current)
+		}
+		return causal.Version{}, &condError{status: casStatus(res)}
+	}
+	c.session.Observe(c.keyspace, w.Key, res.Version)
+	*existed = res.Existed
+	return res.Version, nil
+}
+
+// Get implements kvv1.KVServer.
+func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetResponse, err error) {
+	defer s.metrics.observe("get", time.Now(), &err)
+	c, err := s.begin(req.Header)
+	if err == nil {
+		err = errors.Join(s.cfg.Limits.Key(req.Key), Consistency(req.Consistency))
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	item, err := s.get(ctx, c, req.Key, req.Consistency, false)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &kvv1.GetResponse{Header: s.respHeader(c), Found: item.Found, Value: item.Value, Version: item.Version}, nil
+}
+
+// BatchGet implements kvv1.KVServer.
+func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv1.BatchGetResponse, err error) {
+	defer s.metrics.observe("batch_get", time.Now(), &err)
+	c, err := s.begin(req.Header)
+	if err == nil {
+		err = Consistency(req.Consistency)
+	}
+	if err == nil && len(req.Keys) > s.cfg.Limits.MaxBatchKeys {
+		err = fmt.Errorf("%w: %d keys exceeds the batch limit of %d", ErrBadRequest, len(req.Keys), s.cfg.Limits.MaxBatchKeys)
+	}
+	for i := 0; err == nil && i < len(req.Keys); i++ {
+		if err = s.cfg.Limits.Key(req.Keys[i]); err != nil {
+			err = fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp = &kvv1.BatchGetResponse{Items: make([]*kvv1.KeyValue, len(req.Keys))}
+	for i, k := range req.Keys {
+		if resp.Items[i], err = s.get(ctx, c, k, req.Consistency, false); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	resp.Header = s.respHeader(c)
+	return resp, nil
+}
+
+// get reads one key under the requested consistency and records what the
+// session saw.
+func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency, keysOnly bool) (*kvv1.KeyValue, error) {
+	g, err := s.router.Route(c.keyspace, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.readBarrier(ctx, c, g, key, cons); err != nil {
+		return nil, err
+	}
+	var rec storage.Record
+	var found bool
+	if err := g.Read(func(st *storage.ShardTx) error {
+		rec, found, err = st.Latest(key, keysOnly)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	item := &kvv1.KeyValue{Key: key}
+	if found {
+		c.session.Observe(c.keyspace, key, rec.Version)
+		item.Version = versionPB(rec.Version)
+		item.Found = !rec.Tombstone
+		item.Value = rec.Value
+	}
+	return item, nil
+}
+
+// readBarrier makes g ready to serve a read: STRONG confirms leadership and
+// catches up with the commit index; CAUSAL waits (bounded) until g has
+// applied the session's floor for key.
+func (s *KV) readBarrier(ctx context.Context, c *call, g *shard.Group, key []byte, cons kvv1.Consistency) error {
+	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+		return g.ReadBarrier(ctx)
+	}
+	floor, ok := c.session.Floor(c.keyspace, key)
+	if !ok {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.CausalWait)
+	defer cancel()
+	if err := g.WaitHLC(wctx, floor.HLC); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: key needs version %s", ErrCausalWait, floor)
+		}
+		return err
+	}
+	return nil
+}
+
+// Scan implements kvv1.KVServer: each shard contributes up to limit keys
+// from the range, and the merge keeps the first limit.
+func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanResponse, err error) {
+	defer s.metrics.observe("scan", time.Now(), &err)
+	c, err := s.begin(req.Header)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	sr, err := s.cfg.Limits.Scan(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	groups, err := s.router.Shards(c.keyspace)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var all []storage.Record
+	more := false
+	for _, g := range groups {
+		if req.Consistency == kvv1.Consistency_CONSISTENCY_STRONG {
+			if err := g.ReadBarrier(ctx); err != nil {
+				return nil, toStatus(err)
+			}
+		}
+		err := g.Read(func(st *storage.ShardTx) error {
+			recs, m, err := st.Scan(sr.start, sr.end, sr.limit, req.KeysOnly)
+			all = append(all, recs...)
+			more = more || m
+			return err
+		})
+		if err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].Key, all[j].Key) < 0 })
+	if len(all) > sr.limit {
+		all, more = all[:sr.limit], true
+	}
+	resp = &kvv1.ScanResponse{Items: make([]*kvv1.KeyValue, len(all))}
+	for i, r := range all {
+		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: versionPB(r.Version)}
+		if r.Version.HLC > c.session.MaxHLC {
+			c.session.MaxHLC = r.Version.HLC
+		}
+	}
+	if more && len(all) > 0 {
+		resp.Continuation = EncodeContinuation(all[len(all)-1].Key)
+	}
+	resp.Header = s.respHeader(c)
+	return resp, nil
+}
+
+// History implements kvv1.KVServer.
+func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.HistoryResponse, err error) {
+	defer s.metrics.observe("history", time.Now(), &err)
+	c, err := s.begin(req.Header)
+	if err == nil {
+		err = errors.Join(s.cfg.Limits.Key(req.Key), Consistency(req.Consistency))
+	}
+	limit := int(req.Limit)
+	switch {
+	case limit == 0:
+		limit = 10
+	case limit > s.cfg.Limits.MaxHistory:
+		err = errors.Join(err, fmt.Errorf("%w: history limit %d exceeds %d", ErrBadRequest, limit, s.cfg.Limits.MaxHistory))
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	g, err := s.router.Route(c.keyspace, req.Key)
+	if err == nil {
+		err = s.readBarrier(ctx, c, g, req.Key, req.Consistency)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var recs []storage.Record
+	if err := g.Read(func(st *storage.ShardTx) error {
+		recs, err = st.History(req.Key, limit)
+		return err
+	}); err != nil {
+		return nil, toStatus(err)
+	}
+	resp = &kvv1.HistoryResponse{Versions: make([]*kvv1.VersionedValue, len(recs))}
+	for i, r := range recs {
+		resp.Versions[i] = &kvv1.VersionedValue{Version: versionPB(r.Version), Value: r.Value, Tombstone: r.Tombstone}
+	}
+	if len(recs) > 0 {
+		c.session.Observe(c.keyspace, req.Key, recs[0].Version)
+	}
+	resp.Header = s.respHeader(c)
+	return resp, nil
+}

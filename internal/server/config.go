@@ -1,0 +1,107 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/causeway-db/causeway/internal/rpc"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Config configures one node.
+type Config struct {
+	// DataDir holds the node's database and snapshots.
+	DataDir string
+	// Site is the name of the node's site (lowercase letters, digits, '-').
+	Site string
+	// NodeID names the node within its site.
+	NodeID string
+	// ClientAddr is the host:port of the client gRPC API.
+	ClientAddr string
+	// HTTPAddr is the host:port of /metrics, /healthz and /readyz.
+	HTTPAddr string
+	// PeerAddr is the host:port for node-to-node traffic (multi-node
+	// sites).
+	PeerAddr string
+	// GossipAddr is the host:port for membership gossip (multi-node sites).
+	GossipAddr string
+	// Join lists gossip addresses of existing nodes to join.
+	Join []string
+	// Shards is the number of shards of each keyspace created by this node.
+	Shards uint32
+	// Limits bounds request sizes.
+	Limits rpc.Limits
+	// CausalWait is the longest a read waits for the node to catch up with
+	// the caller's causal floor.
+	CausalWait time.Duration
+	// Shard configures raft and garbage collection of every shard group.
+	Shard shard.Config
+	// ShutdownGrace is how long Stop lets in-flight requests finish.
+	ShutdownGrace time.Duration
+	// NoSync disables fsync. Only for tests; never in production.
+	NoSync bool
+}
+
+// DefaultConfig returns the configuration of `kvd` without flags: a
+// single-node site named "local" with data in ./data.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:       "data",
+		Site:          "local",
+		NodeID:        "n1",
+		ClientAddr:    "127.0.0.1:7379",
+		HTTPAddr:      "127.0.0.1:7380",
+		PeerAddr:      "127.0.0.1:7381",
+		GossipAddr:    "127.0.0.1:7382",
+		Shards:        16,
+		Limits:        rpc.DefaultLimits(),
+		CausalWait:    2 * time.Second,
+		Shard:         shard.DefaultConfig(),
+		ShutdownGrace: 10 * time.Second,
+	}
+}
+
+// Validate checks c and returns every problem found.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	if !storage.ValidSiteName(c.Site) {
+		errs = append(errs, fmt.Errorf("site %q: use 1-63 lowercase letters, digits or '-'", c.Site))
+	}
+	if !storage.ValidSiteName(c.NodeID) {
+		errs = append(errs, fmt.Errorf("node id %q: use 1-63 lowercase letters, digits or '-'", c.NodeID))
+	}
+	for name, addr := range map[string]string{"client": c.ClientAddr, "http": c.HTTPAddr, "peer": c.PeerAddr, "gossip": c.GossipAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s address %q: %v", name, addr, err))
+		}
+	}
+	if len(c.Join) > 0 {
+		errs = append(errs, errors.New("join: this build runs single-node sites only; multi-node sites are not available yet"))
+	}
+	if c.Shards < 1 || c.Shards > 4096 {
+		errs = append(errs, fmt.Errorf("shards %d: must be 1 to 4096", c.Shards))
+	}
+	if c.Limits.MaxKeyBytes < 1 || c.Limits.MaxValueBytes < 1 {
+		errs = append(errs, errors.New("key and value limits must be positive"))
+	}
+	if c.Limits.MaxValueBytes > 64<<20 {
+		errs = append(errs, fmt.Errorf("max value bytes %d: at most 64 MiB", c.Limits.MaxValueBytes))
+	}
+	if c.CausalWait <= 0 {
+		errs = append(errs, errors.New("causal wait must be positive"))
+	}
+	sc := c.Shard
+	if sc.SnapshotDir == "" {
+		sc.SnapshotDir = "-" // filled in by New
+	}
+	if err := sc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,12 @@
+// Package server is the composition root of kvd: it builds every component
+// of a node from a Config, starts them in dependency order (storage, shard
+// groups, router, gRPC and HTTP listeners) and stops them in reverse.
+//
+// Data directory layout:
+//
+//	<data-dir>/causeway.db           storage (raft logs + MVCC state of every shard)
+//	<data-dir>/snapshots/<ks>/<n>/   raft snapshots of each shard group
+//
+// A data directory that holds anything else, or a database created by
+// another node, is refused at start and never modified.
+package server

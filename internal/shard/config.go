@@ -1,0 +1,78 @@
+package shard
+
+import (
+	"errors"
+	"time"
+)
+
+// Config configures every shard group of a node.
+type Config struct {
+	// SnapshotDir is the directory under which each group keeps its raft
+	// snapshots (one subdirectory per group).
+	SnapshotDir string
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger a new one.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks SnapshotThreshold.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many log entries are kept after a snapshot so
+	// that slow followers can catch up without one.
+	TrailingLogs uint64
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are raft's
+	// timing knobs (see hashicorp/raft Config).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout bounds how long raft waits before sending a heartbeat
+	// with a new commit index.
+	CommitTimeout time.Duration
+	// MaxAppendEntries is the largest batch of log entries raft writes and
+	// sends at once; it is also the FSM's largest apply batch.
+	MaxAppendEntries int
+	// VersionRetention is how long a version stays readable (History)
+	// after a newer version shadowed it, and how long tombstones are kept.
+	VersionRetention time.Duration
+	// RequestRetention is how long request ids are remembered for
+	// deduplicating retried mutations.
+	RequestRetention time.Duration
+	// GCInterval is how often the leader starts a garbage-collection pass.
+	// Zero disables garbage collection.
+	GCInterval time.Duration
+	// GCBatchKeys is the most keys one Collect command visits.
+	GCBatchKeys uint32
+}
+
+// DefaultConfig returns the production defaults (LAN timings).
+func DefaultConfig() Config {
+	return Config{
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+		HeartbeatTimeout:   1000 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		MaxAppendEntries:   256,
+		VersionRetention:   time.Hour,
+		RequestRetention:   10 * time.Minute,
+		GCInterval:         time.Minute,
+		GCBatchKeys:        10000,
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.SnapshotDir == "":
+		return errors.New("shard: SnapshotDir is required")
+	case c.SnapshotThreshold == 0:
+		return errors.New("shard: SnapshotThreshold must be positive")
+	case c.MaxAppendEntries < 1:
+		return errors.New("shard: MaxAppendEntries must be positive")
+	case c.VersionRetention < 0 || c.RequestRetention < 0 || c.GCInterval < 0:
+		return errors.New("shard: retention and intervals must not be negative")
+	case c.GCBatchKeys == 0:
+		return errors.New("shard: GCBatchKeys must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+// Package shard runs the replica of one shard on this node: a hashicorp/raft
+// group whose log lives in the node's database (storage.RaftStore) and whose
+// state machine is fsm.FSM.
+//
+// A Group offers the three things the request path needs: Propose (a
+// replicated command, answered after commit and apply on this node),
+// VerifyLeader (for linearizable reads) and WaitApplied/WaitHLC (for causal
+// reads that must not be served before the replica has caught up with the
+// client's floor). Reads themselves go straight to storage through Read.
+//
+// Ownership: Open starts raft's goroutines and Close stops them; the group
+// also owns a garbage-collection loop that proposes Collect commands while it
+// is leader. Close is idempotent.
+package shard

@@ -1,0 +1,438 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Errors returned by Group methods.
+var (
+	// ErrNotLeader: this replica is not the shard leader. Retryable.
+	ErrNotLeader = errors.New("shard: not the leader")
+	// ErrStopped: the group was closed or stopped on a fatal error.
+	ErrStopped = errors.New("shard: replica stopped")
+	// ErrTimeout: raft did not accept or finish the operation in time.
+	// Retryable; the outcome of a write may be unknown.
+	ErrTimeout = errors.New("shard: timed out")
+)
+
+// defaultTimeout bounds raft operations whose context has no deadline.
+const defaultTimeout = 10 * time.Second
+
+// Deps are a group's collaborators.
+type Deps struct {
+	DB        *storage.DB
+	Clock     *causal.Clock
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	NodeID    string
+	Transport raft.Transport
+	// Peers are the voters a brand-new group is bootstrapped with (itself
+	// included). Ignored when the group already has state.
+	Peers []raft.Server
+}
+
+// Group is this node's replica of one shard.
+type Group struct {
+	id    storage.ShardID
+	cfg   Config
+	deps  Deps
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	log   *slog.Logger
+	label string
+
+	readyMu   sync.Mutex
+	readyTerm uint64 // term whose barrier has applied; REQUIRES: readyMu
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Open starts this node's replica of shard id.
+func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Group{
+		id:    id,
+		cfg:   cfg,
+		deps:  deps,
+		log:   deps.Logger.With("shard", id.String()),
+		label: id.String(),
+		stop:  make(chan struct{}),
+	}
+	f, err := fsm.New(id, deps.DB, g.log, g.onFatal)
+	if err != nil {
+		return nil, err
+	}
+	g.fsm = f
+
+	hl := logging.HCLog(g.log, "raft", hclog.Warn)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(deps.NodeID)
+	rc.Logger = hl
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NoSnapshotRestoreOnStart = true // the FSM state is persistent
+	rc.NoLegacyTelemetry = true
+
+	dir := filepath.Join(cfg.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", id, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: snapshot store: %w", id, err)
+	}
+	store := deps.DB.RaftStore(id.String())
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.catchUpFromSnapshot(snaps); err != nil {
+		return nil, err
+	}
+	has, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", id, err)
+	}
+	if !has {
+		peers := deps.Peers
+		if len(peers) == 0 {
+			peers = []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}
+		}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, deps.Transport, raft.Configuration{Servers: peers}); err != nil {
+			return nil, fmt.Errorf("shard %s: bootstrap: %w", id, err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: start raft: %w", id, err)
+	}
+	g.raft = r
+	if deps.Metrics != nil {
+		deps.Metrics.add(g)
+	}
+	if cfg.GCInterval > 0 {
+		g.wg.Add(1)
+		go g.gcLoop()
+	}
+	return g, nil
+}
+
+// catchUpFromSnapshot restores the newest snapshot when the persistent
+// state is older than it (raft does not restore on start, see Open).
+func (g *Group) catchUpFromSnapshot(snaps raft.SnapshotStore) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	applied, _, _ := g.fsm.Applied()
+	if list[0].Index <= applied {
+		return nil
+	}
+	g.log.Warn("state is older than the newest snapshot; restoring it", "applied", applied, "snapshot", list[0].Index)
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("shard %s: open snapshot: %w", g.id, err)
+	}
+	return g.fsm.Restore(rc)
+}
+
+// ID returns the shard this group replicates.
+func (g *Group) ID() storage.ShardID { return g.id }
+
+func (g *Group) onFatal(err error) {
+	// raft.Shutdown waits for the FSM goroutine that is calling us.
+	go func() { _ = g.Close() }()
+}
+
+// Close stops the replica. It is safe to call more than once.
+func (g *Group) Close() error {
+	var err error
+	g.closeOnce.Do(func() {
+		close(g.stop)
+		g.wg.Wait()
+		if g.deps.Metrics != nil {
+			g.deps.Metrics.remove(g)
+		}
+		err = g.raft.Shutdown().Error()
+		if c, ok := g.deps.Transport.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	})
+	return err
+}
+
+// IsLeader reports whether this replica currently believes it leads.
+func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id, if known.
+func (g *Group) Leader() string {
+	_, id := g.raft.LeaderWithID()
+	return string(id)
+}
+
+// Propose replicates cmd and returns its outcome once this replica applied
+// it. ErrNotLeader means it was not proposed.
+func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, error) {
+	if g.raft.State() != raft.Leader {
+		return fsm.Result{}, ErrNotLeader
+	}
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return fsm.Result{}, fmt.Errorf("shard %s: encode: %w", g.id, err)
+	}
+	start := time.Now()
+	f := g.raft.Apply(data, timeoutOf(ctx))
+	if err := wait(ctx, f); err != nil {
+		g.deps.Metrics.observePropose(g.label, "error", time.Since(start))
+		return fsm.Result{}, g.raftErr(err)
+	}
+	g.deps.Metrics.observePropose(g.label, "ok", time.Since(start))
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("shard %s: unexpected apply response %T", g.id, f.Response())
+	}
+	if errors.Is(res.Err, fsm.ErrUnknownCommand) {
+		return res, fmt.Errorf("%w: %v", ErrStopped, res.Err)
+	}
+	g.deps.Clock.Observe(res.Version.HLC)
+	return res, nil
+}
+
+// ReadBarrier makes the next read linearizable: it confirms that this
+// replica still leads (a quorum answers) and waits until it has applied
+// every entry committed before the call.
+func (g *Group) ReadBarrier(ctx context.Context) error {
+	if g.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	term := g.raft.CurrentTerm()
+	g.readyMu.Lock()
+	ready := g.readyTerm == term
+	g.readyMu.Unlock()
+	if !ready {
+		// A new leader learns the commit index only once an entry of its
+		// own term commits; a barrier makes sure of it (once per term).
+		if err := wait(ctx, g.raft.Barrier(timeoutOf(ctx))); err != nil {
+			return g.raftErr(err)
+		}
+		g.readyMu.Lock()
+		g.readyTerm = term
+		g.readyMu.Unlock()
+	}
+	commit := g.raft.CommitIndex()
+	if err := wait(ctx, g.raft.VerifyLeader()); err != nil {
+		return g.raftErr(err)
+	}
+	return g.WaitApplied(ctx, commit)
+}
+
+// WaitApplied waits until this replica has applied index.
+func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		applied, _, ch := g.fsm.Applied()
+		if applied >= index {
+			return nil
+		}
+		if err := g.waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// WaitHLC waits until this replica has applied a write with an HLC of at
+// least hlc. Versions grow with the log, so every write of the shard up to
+// that version is then applied.
+func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
+	for {
+		_, maxHLC, ch := g.fsm.Applied()
+		if maxHLC >= hlc {
+			return nil
+		}
+		if err := g.waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stop:
+		return ErrStopped
+	}
+}
+
+// Read runs fn on this replica's applied state.
+func (g *Group) Read(fn func(*storage.ShardTx) error) error {
+	return g.deps.DB.View(func(tx *storage.Tx) error {
+		s, err := tx.Shard(g.id)
+		if err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+// Snapshot takes a raft snapshot now, truncating the log behind it.
+func (g *Group) Snapshot(ctx context.Context) error {
+	f := g.raft.Snapshot()
+	if err := wait(ctx, f); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("shard %s: snapshot: %w", g.id, err)
+	}
+	return nil
+}
+
+// Status describes the replica.
+type Status struct {
+	ID                storage.ShardID
+	State             string
+	Leader            string
+	Term              uint64
+	CommitIndex       uint64
+	AppliedIndex      uint64
+	LastSnapshotIndex uint64
+	FirstLogIndex     uint64
+}
+
+// Status returns the replica's current raft state.
+func (g *Group) Status() Status {
+	applied, _, _ := g.fsm.Applied()
+	st := Status{
+		ID:           g.id,
+		State:        g.raft.State().String(),
+		Leader:       g.Leader(),
+		Term:         g.raft.CurrentTerm(),
+		CommitIndex:  g.raft.CommitIndex(),
+		AppliedIndex: applied,
+	}
+	var snap uint64
+	if _, err := fmt.Sscan(g.raft.Stats()["last_snapshot_index"], &snap); err == nil {
+		st.LastSnapshotIndex = snap
+	}
+	st.FirstLogIndex, _ = g.deps.DB.RaftStore(g.id.String()).FirstIndex()
+	return st
+}
+
+// gcLoop proposes garbage-collection passes while this replica leads.
+func (g *Group) gcLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		if g.IsLeader() {
+			if err := g.Collect(context.Background()); err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrStopped) {
+				g.log.Warn("garbage collection failed", "err", err)
+			}
+		}
+	}
+}
+
+// Collect runs one full garbage-collection pass over the shard.
+func (g *Group) Collect(ctx context.Context) error {
+	wall, _ := causal.SplitHLC(g.deps.Clock.Now())
+	cutoff := func(d time.Duration) uint64 {
+		ms := uint64(d.Milliseconds())
+		if ms >= wall {
+			return 0
+		}
+		return causal.MakeHLC(wall-ms, 0)
+	}
+	var next []byte
+	removed := 0
+	for {
+		res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{
+			CutoffHlc:        cutoff(g.cfg.VersionRetention),
+			RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
+			StartKey:         next,
+			MaxKeys:          g.cfg.GCBatchKeys,
+		}}})
+		if err != nil {
+			return err
+		}
+		removed += res.Removed
+		if res.Next == nil {
+			break
+		}
+		next = res.Next
+		select {
+		case <-g.stop:
+			return ErrStopped
+		default:
+		}
+	}
+	g.deps.Metrics.observeGC(g.label, removed)
+	return nil
+}
+
+func timeoutOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		if t := time.Until(d); t > 0 {
+			return t
+		}
+		return time.Millisecond
+	}
+	return defaultTimeout
+}
+
+// wait waits for a raft future, giving up when ctx ends.
+func wait(ctx context.Context, f raft.Future) error {
+	if ctx.Done() == nil {
+		return f.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *Group) raftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrStopped
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	}
+	return err
+}

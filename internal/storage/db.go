@@ -1,0 +1,296 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors returned by Open and DB methods.
+var (
+	// ErrClosed is returned by calls on a closed DB.
+	ErrClosed = errors.New("storage: closed")
+	// ErrForeign is returned when the database belongs to another node or
+	// site, or was written by an unknown format.
+	ErrForeign = errors.New("storage: database belongs to another node")
+	// ErrCorrupt is returned when the database file cannot be read.
+	ErrCorrupt = errors.New("storage: database is corrupt or not a Causeway database")
+	// ErrLocked is returned when another process holds the database.
+	ErrLocked = errors.New("storage: database is in use by another process")
+)
+
+// Identity names the node a database belongs to. Open refuses a database
+// written by another identity.
+type Identity struct {
+	Site   string
+	NodeID string
+}
+
+// Config configures a DB.
+type Config struct {
+	// Path of the database file.
+	Path string
+	// Identity of the owning node.
+	Identity Identity
+	// NoSync disables fsync. Only for tests and benchmarks that measure
+	// everything but the disk; never in production.
+	NoSync bool
+	// MaxBatch is the most Update calls committed in one transaction.
+	MaxBatch int
+	// LockTimeout is how long Open waits for another process to release the
+	// file before failing with ErrLocked.
+	LockTimeout time.Duration
+	// InitialMmapBytes is the initial memory map size; a large value avoids
+	// remapping (which waits for readers) as the file grows.
+	InitialMmapBytes int
+}
+
+// DefaultConfig returns the production defaults for a database at path.
+func DefaultConfig(path string, id Identity) Config {
+	return Config{
+		Path:             path,
+		Identity:         id,
+		MaxBatch:         1024,
+		LockTimeout:      2 * time.Second,
+		InitialMmapBytes: 1 << 30,
+	}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.Path == "":
+		return errors.New("storage: empty path")
+	case c.MaxBatch < 1:
+		return errors.New("storage: MaxBatch must be at least 1")
+	case c.Identity.Site == "" || c.Identity.NodeID == "":
+		return errors.New("storage: identity needs a site and a node id")
+	}
+	return nil
+}
+
+// DB is a node's database. It is safe for concurrent use.
+type DB struct {
+	bolt    *bolt.DB
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	reqs    chan *commitReq
+	closing chan struct{}
+	done    chan struct{}
+}
+
+type commitReq struct {
+	fn   func(*Tx) error
+	done chan error
+}
+
+// Open opens or creates the database described by cfg. It refuses a file
+// that is not a Causeway database, one written by another node, and one
+// held by another process.
+func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := &bolt.Options{
+		Timeout:         cfg.LockTimeout,
+		NoSync:          cfg.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: cfg.InitialMmapBytes,
+	}
+	b, err := bolt.Open(cfg.Path, 0o600, opts)
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Path)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, cfg.Path, err)
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
+	}
+	if err := checkIdentity(b, cfg.Identity); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	db := &DB{
+		bolt:    b,
+		cfg:     cfg,
+		log:     logger,
+		metrics: newMetrics(reg, b),
+		reqs:    make(chan *commitReq, cfg.MaxBatch),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go db.commitLoop()
+	return db, nil
+}
+
+func checkIdentity(b *bolt.DB, id Identity) error {
+	return b.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) == nil {
+			// A fresh file must be empty: no foreign buckets.
+			if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				return fmt.Errorf("%w: unexpected bucket %q", ErrCorrupt, name)
+			}); err != nil {
+				return err
+			}
+			m, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			for k, v := range map[string]string{string(metaFormat): fmt.Sprint(formatVersion), string(metaSite): id.Site, string(metaNodeID): id.NodeID} {
+				if err := m.Put([]byte(k), []byte(v)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		m := tx.Bucket(bucketMeta)
+		if f := m.Get(metaFormat); !bytes.Equal(f, []byte(fmt.Sprint(formatVersion))) {
+			return fmt.Errorf("%w: on-disk format %q, this build reads %d", ErrForeign, f, formatVersion)
+		}
+		site, node := string(m.Get(metaSite)), string(m.Get(metaNodeID))
+		if site != id.Site || node != id.NodeID {
+			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q",
+				ErrForeign, node, site, id.NodeID, id.Site)
+		}
+		return nil
+	})
+}
+
+// Update runs fn in a read-write transaction and returns once the
+// transaction is durable. fn may run more than once (if another function
+// batched with it fails) and must not have side effects outside tx.
+func (db *DB) Update(fn func(*Tx) error) error {
+	r := &commitReq{fn: fn, done: make(chan error, 1)}
+	select {
+	case db.reqs <- r:
+	case <-db.closing:
+		return ErrClosed
+	}
+	return <-r.done
+}
+
+// View runs fn in a read-only transaction.
+func (db *DB) View(fn func(*Tx) error) error {
+	return db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+}
+
+// BeginRead starts a read-only transaction that the caller must Rollback.
+// Long-lived read transactions delay file growth; use them only for
+// snapshots.
+func (db *DB) BeginRead() (*Tx, error) {
+	btx, err := db.bolt.Begin(false)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{btx: btx}, nil
+}
+
+// Size returns the size of the database file in bytes.
+func (db *DB) Size() int64 {
+	var n int64
+	_ = db.bolt.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// Path returns the database file path.
+func (db *DB) Path() string { return db.cfg.Path }
+
+// Close waits for queued updates, stops the committer and closes the file.
+func (db *DB) Close() error {
+	select {
+	case <-db.closing:
+		return ErrClosed
+	default:
+	}
+	close(db.closing)
+	<-db.done
+	return db.bolt.Close()
+}
+
+// commitLoop is the group committer. It owns the only bbolt write path.
+func (db *DB) commitLoop() {
+	defer close(db.done)
+	batch := make([]*commitReq, 0, db.cfg.MaxBatch)
+	for {
+		var first *commitReq
+		select {
+		case first = <-db.reqs:
+		case <-db.closing:
+			// Drain what was queued before Close.
+			for {
+				select {
+				case r := <-db.reqs:
+					db.commit([]*commitReq{r})
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < db.cfg.MaxBatch {
+			select {
+			case r := <-db.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+func (db *DB) commit(batch []*commitReq) {
+	start := time.Now()
+	var failed int = -1
+	err := db.bolt.Update(func(btx *bolt.Tx) error {
+		tx := &Tx{btx: btx}
+		for i, r := range batch {
+			if err := r.fn(tx); err != nil {
+				failed = i
+				return err
+			}
+		}
+		return nil
+	})
+	db.metrics.observeCommit(len(batch), time.Since(start))
+	if err == nil {
+		for _, r := range batch {
+			r.done <- nil
+		}
+		return
+	}
+	if failed < 0 || len(batch) == 1 {
+		// The commit itself failed (disk error): everyone gets it.
+		db.log.Error("storage commit failed", "err", err, "batch", len(batch))
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	// One function failed: its error is its own; the others retry alone.
+	for _, r := range batch {
+		db.commit([]*commitReq{r})
+	}
+}
+
+// UpdateAlone runs fn in a durable read-write transaction of its own,
+// outside the group commit. fn runs exactly once. Use it for large,
+// non-repeatable writes such as restoring a snapshot from a stream.
+func (db *DB) UpdateAlone(fn func(*Tx) error) error {
+	select {
+	case <-db.closing:
+		return ErrClosed
+	default:
+	}
+	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+}

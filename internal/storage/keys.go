@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/causeway-db/causeway/internal/causal"
+)
+
+// Top-level buckets.
+var (
+	// bucketMeta holds the node identity: format, site, node id.
+	bucketMeta = []byte("meta")
+	// Raft groups: "raft/" + group name, with sub-buckets log and stable.
+	prefixRaft = "raft/"
+	// Shard replicas: "shard/" + keyspace + "/" + shard number, with
+	// sub-buckets data, state and requests.
+	prefixShard = "shard/"
+)
+
+// Sub-buckets.
+var (
+	bucketLog      = []byte("log")
+	bucketStable   = []byte("stable")
+	bucketData     = []byte("data")
+	bucketState    = []byte("state")
+	bucketRequests = []byte("requests")
+)
+
+// Keys in bucketMeta and bucketState.
+var (
+	metaFormat  = []byte("format")
+	metaSite    = []byte("site")
+	metaNodeID  = []byte("node_id")
+	stateApply  = []byte("applied_index")
+	stateMaxHLC = []byte("max_hlc")
+)
+
+// formatVersion is the on-disk format this build writes and reads.
+const formatVersion = 1
+
+// MVCC data keys, one per version:
+//
+//	escape(key) ‖ 0x00 0x01 ‖ ^hlc (8 bytes, big endian) ‖ invert(site) ‖ 0xFF
+//
+// escape replaces each 0x00 of the user key by 0x00 0xFF, so the encoded key
+// ends at the first 0x00 0x01, encoded keys sort exactly like user keys, and
+// one key's versions are contiguous. Within a key, ^hlc sorts the newest
+// version first; invert(site) (every byte complemented, then 0xFF) sorts the
+// larger site first at equal hlc, so the first entry of a key is always its
+// winning version. Site names never contain 0x00 (see ValidSiteName), so an
+// inverted site byte is never 0xFF.
+//
+// Data values: 1 flag byte (bit 0: tombstone) followed by the value.
+
+const (
+	escByte   = 0x00
+	escEscape = 0xFF
+	escTerm   = 0x01
+	flagTomb  = 0x01
+)
+
+// ErrBadEncoding is returned when stored bytes do not decode; it means the
+// database is corrupt.
+var ErrBadEncoding = errors.New("storage: bad encoding")
+
+func appendEscaped(b, key []byte) []byte {
+	for _, c := range key {
+		if c == escByte {
+			b = append(b, escByte, escEscape)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// keyPrefix returns the prefix shared by every version of key.
+func keyPrefix(key []byte) []byte {
+	b := make([]byte, 0, len(key)+2+8+8)
+	b = appendEscaped(b, key)
+	return append(b, escByte, escTerm)
+}
+
+// keyBound returns the smallest encoded key that sorts after every version
+// of key (and before the next user key).
+func keyBound(key []byte) []byte {
+	b := appendEscaped(make([]byte, 0, len(key)+2), key)
+	return append(b, escByte, escTerm+1)
+}
+
+// encodeVersionKey encodes one version of key.
+func encodeVersionKey(key []byte, v causal.Version) []byte {
+	b := keyPrefix(key)
+	b = binary.BigEndian.AppendUint64(b, ^v.HLC)
+	for i := 0; i < len(v.Site); i++ {
+		b = append(b, ^v.Site[i])
+	}
+	return append(b, 0xFF)
+}
+
+// decodeVersionKey splits an encoded data key into the user key and version.
+func decodeVersionKey(enc []byte) ([]byte, causal.Version, error) {
+	key := make([]byte, 0, len(enc))
+	i := 0
+	for {
+		if i >= len(enc) {
+			return nil, causal.Version{}, fmt.Errorf("%w: unterminated key", ErrBadEncoding)
+		}
+		c := enc[i]
+		if c != escByte {
+			key = append(key, c)
+			i++
+			continue
+		}
+		if i+1 >= len(enc) {
+			return nil, causal.Version{}, fmt.Errorf("%w: dangling escape", ErrBadEncoding)
+		}
+		switch enc[i+1] {
+		case escEscape:
+			key = append(key, escByte)
+			i += 2
+			continue
+		case escTerm:
+			i += 2
+		default:
+			return nil, causal.Version{}, fmt.Errorf("%w: bad escape 0x%02x", ErrBadEncoding, enc[i+1])
+		}
+		break
+	}
+	rest := enc[i:]
+	if len(rest) < 9 || rest[len(rest)-1] != 0xFF {
+		return nil, causal.Version{}, fmt.Errorf("%w: bad version suffix", ErrBadEncoding)
+	}
+	hlc := ^binary.BigEndian.Uint64(rest[:8])
+	site := make([]byte, len(rest)-9)
+	for j := range site {
+		site[j] = ^rest[8+j]
+	}
+	return key, causal.Version{HLC: hlc, Site: string(site)}, nil
+}
+
+func encodeValue(value []byte, tombstone bool) []byte {
+	b := make([]byte, 1, 1+len(value))
+	if tombstone {
+		b[0] = flagTomb
+		return b
+	}
+	return append(b, value...)
+}
+
+func decodeValue(b []byte, keysOnly bool) (value []byte, tombstone bool, err error) {
+	if len(b) == 0 {
+		return nil, false, fmt.Errorf("%w: empty value", ErrBadEncoding)
+	}
+	if b[0]&flagTomb != 0 {
+		return nil, true, nil
+	}
+	if keysOnly {
+		return nil, false, nil
+	}
+	return bytes.Clone(b[1:]), false, nil
+}
+
+// requestKey encodes a request id: client id ‖ 0x00 ‖ seq (8 bytes BE).
+func requestKey(clientID string, seq uint64) []byte {
+	b := make([]byte, 0, len(clientID)+9)
+	b = append(b, clientID...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// ValidSiteName reports whether s may name a site: 1 to 63 characters of
+// lowercase letters, digits and '-'.
+func ValidSiteName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

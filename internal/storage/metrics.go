@@ -1,0 +1,45 @@
+package storage
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	bolt "go.etcd.io/bbolt"
+)
+
+type metrics struct {
+	commitSeconds prometheus.Histogram
+	batchSize     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, b *bolt.DB) *metrics {
+	m := &metrics{
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "storage", Name: "commit_seconds",
+			Help:    "Time to commit and fsync one group-commit transaction.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "storage", Name: "commit_batch_size",
+			Help:    "Updates committed together in one transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.commitSeconds, m.batchSize,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Namespace: "causeway", Subsystem: "storage", Name: "bytes",
+				Help: "Size of the node's database file in bytes.",
+			}, func() float64 {
+				var n int64
+				_ = b.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+				return float64(n)
+			}))
+	}
+	return m
+}
+
+func (m *metrics) observeCommit(n int, d time.Duration) {
+	m.commitSeconds.Observe(d.Seconds())
+	m.batchSize.Observe(float64(n))
+}

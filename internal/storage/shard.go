@@ -1,0 +1,276 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/causeway-db/causeway/internal/causal"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Tx is a storage transaction, read-only or read-write.
+type Tx struct {
+	btx *bolt.Tx
+}
+
+// Rollback ends a transaction started with DB.BeginRead.
+func (tx *Tx) Rollback() error { return tx.btx.Rollback() }
+
+// ShardID names one shard of one keyspace.
+type ShardID struct {
+	Keyspace string
+	Shard    uint32
+}
+
+func (id ShardID) String() string { return fmt.Sprintf("%s/%d", id.Keyspace, id.Shard) }
+
+func (id ShardID) bucket() []byte { return []byte(prefixShard + id.String()) }
+
+// Record is one version of one key.
+type Record struct {
+	Key       []byte
+	Version   causal.Version
+	Value     []byte
+	Tombstone bool
+}
+
+// ShardTx gives access to one shard replica's state inside a transaction.
+// In a read-only transaction a shard that was never written reads as empty.
+type ShardTx struct {
+	data, state, reqs *bolt.Bucket // nil when the shard does not exist (read-only)
+}
+
+// Shard opens id's buckets, creating them in a read-write transaction.
+func (tx *Tx) Shard(id ShardID) (*ShardTx, error) {
+	if !tx.btx.Writable() {
+		b := tx.btx.Bucket(id.bucket())
+		if b == nil {
+			return &ShardTx{}, nil
+		}
+		return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests)}, nil
+	}
+	b, err := tx.btx.CreateBucketIfNotExists(id.bucket())
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", id, err)
+	}
+	s := &ShardTx{}
+	for _, p := range []struct {
+		name []byte
+		dst  **bolt.Bucket
+	}{{bucketData, &s.data}, {bucketState, &s.state}, {bucketRequests, &s.reqs}} {
+		if *p.dst, err = b.CreateBucketIfNotExists(p.name); err != nil {
+			return nil, fmt.Errorf("shard %s: %w", id, err)
+		}
+	}
+	return s, nil
+}
+
+// Latest returns the newest version of key (a value or a tombstone).
+func (s *ShardTx) Latest(key []byte, keysOnly bool) (Record, bool, error) {
+	if s.data == nil {
+		return Record{}, false, nil
+	}
+	prefix := keyPrefix(key)
+	k, v := s.data.Cursor().Seek(prefix)
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return Record{}, false, nil
+	}
+	return decodeRecord(k, v, keysOnly)
+}
+
+// LatestAt returns the newest version of key no newer than atHLC.
+func (s *ShardTx) LatestAt(key []byte, atHLC uint64) (Record, bool, error) {
+	if s.data == nil {
+		return Record{}, false, nil
+	}
+	prefix := keyPrefix(key)
+	seek := binary.BigEndian.AppendUint64(bytes.Clone(prefix), ^atHLC)
+	k, v := s.data.Cursor().Seek(seek)
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return Record{}, false, nil
+	}
+	return decodeRecord(k, v, false)
+}
+
+func decodeRecord(k, v []byte, keysOnly bool) (Record, bool, error) {
+	key, ver, err := decodeVersionKey(k)
+	if err != nil {
+		return Record{}, false, err
+	}
+	val, tomb, err := decodeValue(v, keysOnly)
+	if err != nil {
+		return Record{}, false, err
+	}
+	return Record{Key: key, Version: ver, Value: val, Tombstone: tomb}, true, nil
+}
+
+// Put stores one version. Storing the same version twice overwrites it.
+func (s *ShardTx) Put(r Record) error {
+	return s.data.Put(encodeVersionKey(r.Key, r.Version), encodeValue(r.Value, r.Tombstone))
+}
+
+// History returns up to limit versions of key, newest first.
+func (s *ShardTx) History(key []byte, limit int) ([]Record, error) {
+	if s.data == nil {
+		return nil, nil
+	}
+	prefix := keyPrefix(key)
+	var out []Record
+	c := s.data.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+		r, _, err := decodeRecord(k, v, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Scan returns up to limit live keys (newest version not a tombstone) with
+// start <= key < end, in key order; an empty end means no bound. more
+// reports whether live keys may remain after the last one returned.
+func (s *ShardTx) Scan(start, end []byte, limit int, keysOnly bool) (recs []Record, more bool, err error) {
+	if s.data == nil || limit <= 0 {
+		return nil, false, nil
+	}
+	c := s.data.Cursor()
+	k, v := c.Seek(keyPrefix(start))
+	for k != nil {
+		r, _, err := decodeRecord(k, v, keysOnly)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(end) > 0 && bytes.Compare(r.Key, end) >= 0 {
+			return recs, false, nil
+		}
+		if !r.Tombstone {
+			if len(recs) == limit {
+				return recs, true, nil
+			}
+			recs = append(recs, r)
+		}
+		k, v = c.Seek(keyBound(r.Key)) // skip older versions
+	}
+	return recs, false, nil
+}
+
+// Applied returns the last applied raft index and the shard's newest HLC.
+func (s *ShardTx) Applied() (index, maxHLC uint64) {
+	if s.state == nil {
+		return 0, 0
+	}
+	return getUint64(s.state, stateApply), getUint64(s.state, stateMaxHLC)
+}
+
+// SetApplied records the last applied raft index and the newest HLC.
+func (s *ShardTx) SetApplied(index, maxHLC uint64) error {
+	if err := putUint64(s.state, stateApply, index); err != nil {
+		return err
+	}
+	return putUint64(s.state, stateMaxHLC, maxHLC)
+}
+
+// Request returns the outcome recorded for a request id.
+func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool) {
+	if s.reqs == nil {
+		return nil, false
+	}
+	v := s.reqs.Get(requestKey(clientID, seq))
+	if len(v) < 8 {
+		return nil, false
+	}
+	return bytes.Clone(v[8:]), true
+}
+
+// PutRequest records the outcome of a request id applied at hlc.
+func (s *ShardTx) PutRequest(clientID string, seq, hlc uint64, outcome []byte) error {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(outcome)), hlc)
+	return s.reqs.Put(requestKey(clientID, seq), append(v, outcome...))
+}
+
+// Collect garbage-collects versions: a version is removed when a newer
+// version of its key has hlc <= cutoff (it has been shadowed for the whole
+// retention window), and a newest version that is a tombstone with hlc <=
+// cutoff is removed too. Request ids recorded at hlc <= reqCutoff are
+// forgotten. It visits at most maxKeys keys starting at start and returns
+// the key to resume from (nil when the shard was covered) and the number of
+// versions removed.
+func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (next []byte, removed int, err error) {
+	if start == nil {
+		// Request ids are swept once per full pass, at its beginning.
+		c := s.reqs.Cursor()
+		for k, v := c.First(); k != nil; {
+			if len(v) >= 8 && binary.BigEndian.Uint64(v[:8]) <= reqCutoff {
+				if k, v, err = deleteAt(c, k); err != nil {
+					return nil, 0, err
+				}
+				continue
+			}
+			k, v = c.Next()
+		}
+	}
+	c := s.data.Cursor()
+	k, v := c.Seek(keyPrefix(start))
+	for visited := 0; k != nil; visited++ {
+		key, ver, err := decodeVersionKey(k)
+		if err != nil {
+			return nil, 0, err
+		}
+		if visited == maxKeys {
+			return key, removed, nil
+		}
+		// The newest version: drop it only if it is an old tombstone.
+		dropAll := len(v) > 0 && v[0]&flagTomb != 0 && ver.HLC <= cutoff
+		shadowed := ver.HLC <= cutoff
+		if dropAll {
+			if k, v, err = deleteAt(c, k); err != nil {
+				return nil, 0, err
+			}
+			removed++
+		} else {
+			k, v = c.Next()
+		}
+		prefix := keyPrefix(key)
+		for k != nil && bytes.HasPrefix(k, prefix) {
+			_, older, err := decodeVersionKey(k)
+			if err != nil {
+				return nil, 0, err
+			}
+			if dropAll || shadowed {
+				if k, v, err = deleteAt(c, k); err != nil {
+					return nil, 0, err
+				}
+				removed++
+				continue
+			}
+			shadowed = older.HLC <= cutoff
+			k, v = c.Next()
+		}
+	}
+	return nil, removed, nil
+}
+
+// deleteAt deletes the cursor's current item and moves to the next one.
+// (bbolt cursors skip an item when Next follows Delete.)
+func deleteAt(c *bolt.Cursor, k []byte) ([]byte, []byte, error) {
+	k = bytes.Clone(k)
+	if err := c.Delete(); err != nil {
+		return nil, nil, err
+	}
+	nk, nv := c.Seek(k)
+	return nk, nv, nil
+}
+
+func getUint64(b *bolt.Bucket, k []byte) uint64 {
+	v := b.Get(k)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func putUint64(b *bolt.Bucket, k []byte, n uint64) error {
+	return b.Put(k, binary.BigEndian.AppendUint64(nil, n))
+}

@@ -1,0 +1,142 @@
+package storage
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Shard snapshot stream:
+//
+//	"CWSNAP" format(1 byte)
+//	records: tag(1 byte: 1 data, 2 state, 3 requests) | klen uvarint | key | vlen uvarint | value
+//	tag 0 | crc32c (4 bytes BE) of every byte before it
+const (
+	snapMagic  = "CWSNAP"
+	snapFormat = 1
+	tagEnd     = 0
+	maxSnapKV  = 64 << 20
+)
+
+// ErrBadSnapshot is returned by RestoreShard for a damaged stream.
+var ErrBadSnapshot = errors.New("storage: bad snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var snapBuckets = [][]byte{nil, bucketData, bucketState, bucketRequests}
+
+// WriteShardSnapshot streams the state of shard id, as of tx, to w.
+func (tx *Tx) WriteShardSnapshot(id ShardID, w io.Writer) error {
+	h := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 256<<10)
+	if _, err := bw.WriteString(snapMagic); err != nil {
+		return err
+	}
+	_ = bw.WriteByte(snapFormat)
+	root := tx.btx.Bucket(id.bucket())
+	var lenBuf [binary.MaxVarintLen64]byte
+	for tag := 1; tag < len(snapBuckets) && root != nil; tag++ {
+		b := root.Bucket(snapBuckets[tag])
+		if b == nil {
+			continue
+		}
+		err := b.ForEach(func(k, v []byte) error {
+			_ = bw.WriteByte(byte(tag))
+			_, _ = bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(k)))])
+			_, _ = bw.Write(k)
+			_, _ = bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(v)))])
+			_, err := bw.Write(v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+	}
+	_ = bw.WriteByte(tagEnd)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.BigEndian.AppendUint32(nil, h.Sum32()))
+	return err
+}
+
+// RestoreShard replaces the state of shard id with the snapshot read from
+// r. The replacement is atomic: a damaged stream leaves the shard as it was.
+func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
+	h := crc32.New(castagnoli)
+	br := bufio.NewReaderSize(r, 256<<10)
+	tr := io.TeeReader(br, h)
+	head := make([]byte, len(snapMagic)+1)
+	if _, err := io.ReadFull(tr, head); err != nil || string(head[:len(snapMagic)]) != snapMagic {
+		return fmt.Errorf("%w: missing header", ErrBadSnapshot)
+	}
+	if head[len(snapMagic)] != snapFormat {
+		return fmt.Errorf("%w: format %d", ErrBadSnapshot, head[len(snapMagic)])
+	}
+	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	s, err := tx.Shard(id)
+	if err != nil {
+		return err
+	}
+	dst := []*bolt.Bucket{nil, s.data, s.state, s.reqs}
+	bb := byteReader{tr}
+	for {
+		tag, err := bb.ReadByte()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		if tag == tagEnd {
+			break
+		}
+		if int(tag) >= len(dst) {
+			return fmt.Errorf("%w: unknown record tag %d", ErrBadSnapshot, tag)
+		}
+		k, err := readChunk(bb)
+		if err != nil {
+			return err
+		}
+		v, err := readChunk(bb)
+		if err != nil {
+			return err
+		}
+		if err := dst[tag].Put(k, v); err != nil {
+			return err
+		}
+	}
+	want := h.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
+		return fmt.Errorf("%w: missing checksum", ErrBadSnapshot)
+	}
+	if binary.BigEndian.Uint32(sum[:]) != want {
+		return fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
+	}
+	return nil
+}
+
+type byteReader struct{ io.Reader }
+
+func (b byteReader) ReadByte() (byte, error) {
+	var one [1]byte
+	_, err := io.ReadFull(b.Reader, one[:])
+	return one[0], err
+}
+
+func readChunk(r byteReader) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > maxSnapKV {
+		return nil, fmt.Errorf("%w: bad length", ErrBadSnapshot)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	return b, nil
+}
