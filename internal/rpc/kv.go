@@ -12,6 +12,7 @@ import (
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -131,6 +132,9 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.casFailFast(g, c, w); err != nil {
+		return nil, err
+	}
 	v, err := s.write(ctx, c, g, w, req.Options)
 	if err != nil {
 		var ce *condError
@@ -140,6 +144,27 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 		return nil, toStatus(err)
 	}
 	return &kvv1.CompareAndSwapResponse{Header: s.respHeader(c), Version: versionPB(v)}, nil
+}
+
+// casFailFast rejects a version-conditioned swap without a raft round trip
+// when this replica already holds a newer version than the expected one.
+// Versions only grow, so the swap could never succeed; every other case is
+// decided in the log.
+func (s *KV) casFailFast(g *shard.Group, c *call, w *peerv1.Write) error {
+	if w.Condition.Kind != peerv1.Condition_KIND_VERSION {
+		return nil
+	}
+	want := causal.Version{HLC: w.Condition.Hlc, Site: w.Condition.Site}
+	var cur storage.Record
+	var found bool
+	if err := g.Read(func(st *storage.ShardTx) (err error) {
+		cur, found, err = st.Latest(w.Key, true)
+		return err
+	}); err != nil || !found || !want.Less(cur.Version) {
+		return nil
+	}
+	c.session.Observe(c.keyspace, w.Key, cur.Version)
+	return casStatus(fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone})
 }
 
 // prepareWrite validates a mutation and routes it.

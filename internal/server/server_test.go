@@ -1,0 +1,638 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// testConfig is a single-node site on loopback with fast raft timings.
+func testConfig(dir string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.ClientAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Shards = 8
+	cfg.Shard.HeartbeatTimeout = 100 * time.Millisecond
+	cfg.Shard.ElectionTimeout = 100 * time.Millisecond
+	cfg.Shard.LeaderLeaseTimeout = 50 * time.Millisecond
+	cfg.Shard.CommitTimeout = 5 * time.Millisecond
+	cfg.Shard.GCInterval = 0
+	cfg.ShutdownGrace = 2 * time.Second
+	return cfg
+}
+
+type node struct {
+	srv   *Server
+	kv    kvv1.KVClient
+	admin adminv1.AdminClient
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// start runs a server on cfg and waits until every shard has a leader.
+func start(t *testing.T, cfg Config) *node {
+	t.Helper()
+	srv, err := New(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitFor(t, 10*time.Second, "every shard has a leader", func() bool {
+		for _, g := range srv.Groups() {
+			if !g.IsLeader() {
+				return false
+			}
+		}
+		return true
+	})
+	return &node{srv: srv, kv: kvv1.NewKVClient(conn), admin: adminv1.NewAdminClient(conn)}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func (n *node) put(t *testing.T, key, value string) *kvv1.PutResponse {
+	t.Helper()
+	resp, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: []byte(key), Value: []byte(value)})
+	if err != nil {
+		t.Fatalf("put %q: %v", key, err)
+	}
+	return resp
+}
+
+func (n *node) get(t *testing.T, key string) *kvv1.GetResponse {
+	t.Helper()
+	resp, err := n.kv.Get(ctx(t), &kvv1.GetRequest{Key: []byte(key)})
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	return resp
+}
+
+// appliedTotal sums the applied index of every shard: it changes iff
+// something was written through raft.
+func (n *node) appliedTotal() uint64 {
+	var sum uint64
+	for _, g := range n.srv.Groups() {
+		sum += g.Status().AppliedIndex
+	}
+	return sum
+}
+
+// versionCount counts every stored version of every key (live, shadowed
+// and tombstones) across all shards.
+func (n *node) versionCount(t *testing.T) int {
+	t.Helper()
+	total := 0
+	for _, g := range n.srv.Groups() {
+		if err := g.Read(func(st *storage.ShardTx) error {
+			recs, _, err := st.Scan(nil, nil, 1<<30, true)
+			for _, r := range recs {
+				h, herr := st.History(r.Key, 1<<30)
+				if herr != nil {
+					return herr
+				}
+				total += len(h)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return total
+}
+
+func TestAPIRoundTrip(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	p1 := n.put(t, "greeting", "hello")
+	if p1.Version.GetHlc() == 0 || p1.Version.Site != "local" || len(p1.Header.Session) == 0 {
+		t.Fatalf("put response %v", p1)
+	}
+	g := n.get(t, "greeting")
+	if !g.Found || string(g.Value) != "hello" || g.Version.Hlc != p1.Version.Hlc {
+		t.Fatalf("get = %v", g)
+	}
+	p2 := n.put(t, "greeting", "hi")
+	if p2.Version.Hlc <= p1.Version.Hlc {
+		t.Fatalf("versions not increasing: %d then %d", p1.Version.Hlc, p2.Version.Hlc)
+	}
+	// STRONG reads see the same data.
+	sg, err := n.kv.Get(ctx(t), &kvv1.GetRequest{Key: []byte("greeting"), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+	if err != nil || string(sg.Value) != "hi" {
+		t.Fatalf("strong get = %v, %v", sg, err)
+	}
+	d, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte("greeting")})
+	if err != nil || !d.Existed {
+		t.Fatalf("delete = %v, %v", d, err)
+	}
+	if g := n.get(t, "greeting"); g.Found || g.Version.GetHlc() != d.Version.Hlc {
+		t.Fatalf("get after delete = %v", g)
+	}
+	d2, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte("greeting")})
+	if err != nil || d2.Existed {
+		t.Fatalf("second delete = %v, %v", d2, err)
+	}
+	h, err := n.kv.History(ctx(t), &kvv1.HistoryRequest{Key: []byte("greeting")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range h.Versions {
+		if v.Tombstone {
+			got = append(got, "-")
+		} else {
+			got = append(got, string(v.Value))
+		}
+	}
+	if fmt.Sprint(got) != "[- - hi hello]" {
+		t.Fatalf("history = %v", got)
+	}
+	h1, _ := n.kv.History(ctx(t), &kvv1.HistoryRequest{Key: []byte("greeting"), Limit: 1})
+	if len(h1.Versions) != 1 || h1.Versions[0].Version.Hlc != d2.Version.Hlc {
+		t.Fatalf("history limit 1 = %v", h1)
+	}
+
+	n.put(t, "a", "1")
+	n.put(t, "b", "2")
+	bg, err := n.kv.BatchGet(ctx(t), &kvv1.BatchGetRequest{Keys: [][]byte{[]byte("b"), []byte("missing"), []byte("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bg.Items) != 3 || string(bg.Items[0].Value) != "2" || bg.Items[1].Found || string(bg.Items[2].Value) != "1" {
+		t.Fatalf("batch get = %v", bg.Items)
+	}
+
+	// CAS: put-if-absent, swap on version, delete on version.
+	c1, err := n.kv.CompareAndSwap(ctx(t), &kvv1.CompareAndSwapRequest{Key: []byte("lock"), Expect: &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}, Value: []byte("owner-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := n.kv.CompareAndSwap(ctx(t), &kvv1.CompareAndSwapRequest{Key: []byte("lock"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: c1.Version}, Value: []byte("owner-2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.kv.CompareAndSwap(ctx(t), &kvv1.CompareAndSwapRequest{Key: []byte("lock"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: c2.Version}, Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if g := n.get(t, "lock"); g.Found {
+		t.Fatalf("lock still present: %v", g)
+	}
+	// The deleted key is absent again.
+	if _, err := n.kv.CompareAndSwap(ctx(t), &kvv1.CompareAndSwapRequest{Key: []byte("lock"), Expect: &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}, Value: []byte("owner-3")}); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := n.admin.Status(ctx(t), &adminv1.StatusRequest{})
+	if err != nil || len(st.Shards) != 8 || st.Site != "local" || st.StorageBytes == 0 {
+		t.Fatalf("status = %v, %v", st, err)
+	}
+}
+
+func TestSessionTokenFlows(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	p, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: []byte("k"), Value: []byte("v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A read carrying the writer's token returns it updated, and a later
+	// write is newer than everything the token has seen (monotonic writes).
+	g, err := n.kv.Get(ctx(t), &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: p.Header.Session}, Key: []byte("k")})
+	if err != nil || string(g.Value) != "v1" || len(g.Header.Session) == 0 {
+		t.Fatalf("get = %v, %v", g, err)
+	}
+	p2, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: g.Header.Session}, Key: []byte("other"), Value: []byte("x")})
+	if err != nil || p2.Version.Hlc <= p.Version.Hlc {
+		t.Fatalf("put after read: %v, %v", p2, err)
+	}
+}
+
+// errCase is one bad request: it must fail with code and write nothing.
+type errCase struct {
+	name string
+	code codes.Code
+	call func(kvv1.KVClient) error
+	// inLog: the request is decided by the replicated state machine, so it
+	// takes a raft index without changing any data.
+	inLog bool
+}
+
+func TestErrorContract(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Limits.MaxValueBytes = 1024
+	n := start(t, cfg)
+	existing := n.put(t, "exists", "v")
+	big := bytes.Repeat([]byte("k"), 4097)
+	c := context.Background()
+	cases := []errCase{
+		{"put empty key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Value: []byte("v")})
+			return err
+		}, false},
+		{"put key over 4 KiB", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Key: big, Value: []byte("v")})
+			return err
+		}, false},
+		{"put value over limit", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Key: []byte("big"), Value: make([]byte, 1025)})
+			return err
+		}, false},
+		{"put unknown keyspace", codes.NotFound, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Keyspace: "nope"}, Key: []byte("k"), Value: []byte("v")})
+			return err
+		}, false},
+		{"put malformed token", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: []byte("garbage")}, Key: []byte("k"), Value: []byte("v")})
+			return err
+		}, false},
+		{"put bad durability", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Put(c, &kvv1.PutRequest{Key: []byte("k"), Value: []byte("v"), Options: &kvv1.WriteOptions{Durability: kvv1.Durability_DURABILITY_SITES, MinSites: 2}})
+			return err
+		}, false},
+		{"delete empty key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Delete(c, &kvv1.DeleteRequest{})
+			return err
+		}, false},
+		{"delete malformed token", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Delete(c, &kvv1.DeleteRequest{Header: &kvv1.RequestHeader{Session: []byte{'C', 'S', 1, 0, 0, 0, 0, 0}}, Key: []byte("exists")})
+			return err
+		}, false},
+		{"get empty key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Get(c, &kvv1.GetRequest{})
+			return err
+		}, false},
+		{"get unknown keyspace", codes.NotFound, func(kv kvv1.KVClient) error {
+			_, err := kv.Get(c, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Keyspace: "nope"}, Key: []byte("k")})
+			return err
+		}, false},
+		{"get key over 4 KiB", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Get(c, &kvv1.GetRequest{Key: big})
+			return err
+		}, false},
+		{"batch get one bad key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.BatchGet(c, &kvv1.BatchGetRequest{Keys: [][]byte{[]byte("a"), nil}})
+			return err
+		}, false},
+		{"cas mismatch", codes.FailedPrecondition, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: &kvv1.Version{Hlc: 1, Site: "local"}}, Value: []byte("x")})
+			return err
+		}, false},
+		{"cas absent but exists", codes.AlreadyExists, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}, Value: []byte("x")})
+			return err
+		}, true},
+		{"cas on missing key", codes.NotFound, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("missing"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: existing.Version}, Value: []byte("x")})
+			return err
+		}, true},
+		{"cas newer expected version", codes.FailedPrecondition, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: &kvv1.Version{Hlc: existing.Version.Hlc + 1, Site: "local"}}, Value: []byte("x")})
+			return err
+		}, true},
+		{"cas without expectation", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Value: []byte("x")})
+			return err
+		}, false},
+		{"cas value over limit", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: existing.Version}, Value: make([]byte, 2000)})
+			return err
+		}, false},
+		{"scan prefix and range", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Scan(c, &kvv1.ScanRequest{Prefix: []byte("a"), Start: []byte("b")})
+			return err
+		}, false},
+		{"scan end before start", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Scan(c, &kvv1.ScanRequest{Start: []byte("b"), End: []byte("a")})
+			return err
+		}, false},
+		{"scan malformed continuation", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Scan(c, &kvv1.ScanRequest{Continuation: []byte("nope")})
+			return err
+		}, false},
+		{"scan limit too large", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Scan(c, &kvv1.ScanRequest{Limit: 1 << 20})
+			return err
+		}, false},
+		{"scan unknown keyspace", codes.NotFound, func(kv kvv1.KVClient) error {
+			_, err := kv.Scan(c, &kvv1.ScanRequest{Header: &kvv1.RequestHeader{Keyspace: "nope"}})
+			return err
+		}, false},
+		{"history limit too large", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.History(c, &kvv1.HistoryRequest{Key: []byte("exists"), Limit: 5000})
+			return err
+		}, false},
+		{"bad consistency", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.Get(c, &kvv1.GetRequest{Key: []byte("exists"), Consistency: 42})
+			return err
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := n.appliedTotal()
+			keysBefore := n.versionCount(t)
+			err := tc.call(n.kv)
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
+			}
+			if msg := status.Convert(err).Message(); msg == "" {
+				t.Fatal("empty error message")
+			}
+			if after := n.appliedTotal(); after != before && !tc.inLog {
+				t.Fatalf("applied index moved from %d to %d: something was written", before, after)
+			}
+			if after := n.versionCount(t); after != keysBefore {
+				t.Fatalf("stored versions went from %d to %d", keysBefore, after)
+			}
+		})
+	}
+	// The key of the failed writes still holds its value, untouched.
+	if g := n.get(t, "exists"); string(g.Value) != "v" || g.Version.Hlc != existing.Version.Hlc {
+		t.Fatalf("exists = %v", g)
+	}
+	for _, k := range []string{"big", "k", "missing"} {
+		if g := n.get(t, k); g.Found {
+			t.Fatalf("%q was written by a failed request", k)
+		}
+	}
+
+	// A failed CAS carries the current version as a status detail.
+	_, err := n.kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: &kvv1.Version{Hlc: 1, Site: "local"}}, Value: []byte("x")})
+	var conflict *kvv1.CasConflict
+	for _, d := range status.Convert(err).Details() {
+		if cc, ok := d.(*kvv1.CasConflict); ok {
+			conflict = cc
+		}
+	}
+	if conflict == nil || !conflict.Found || conflict.Current.GetHlc() != existing.Version.Hlc {
+		t.Fatalf("conflict detail = %v", conflict)
+	}
+}
+
+func TestScanPagination(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	const total = 3000
+	var want []string
+	for i := 0; i < total; i++ {
+		k := fmt.Sprintf("user/%05d", i)
+		n.put(t, k, "v"+k)
+		want = append(want, k)
+	}
+	n.put(t, "other/1", "x")
+	n.put(t, "user", "exact-prefix-key-before-range")
+	for i := 0; i < total; i += 100 {
+		if _, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte(fmt.Sprintf("user/%05d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var live []string
+	for i, k := range want {
+		if i%100 != 0 {
+			live = append(live, k)
+		}
+	}
+
+	scanAll := func(req *kvv1.ScanRequest) (keys []string, pages int) {
+		for {
+			resp, err := n.kv.Scan(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for _, it := range resp.Items {
+				keys = append(keys, string(it.Key))
+				if !req.KeysOnly && string(it.Value) != "v"+string(it.Key) {
+					t.Fatalf("value of %q = %q", it.Key, it.Value)
+				}
+				if req.KeysOnly && it.Value != nil {
+					t.Fatalf("keys-only scan returned a value for %q", it.Key)
+				}
+			}
+			if len(resp.Continuation) == 0 {
+				return keys, pages
+			}
+			if len(resp.Items) != int(req.Limit) {
+				t.Fatalf("short page of %d items before the end", len(resp.Items))
+			}
+			req.Continuation = resp.Continuation
+		}
+	}
+	keys, pages := scanAll(&kvv1.ScanRequest{Prefix: []byte("user/"), Limit: 250})
+	if fmt.Sprint(keys) != fmt.Sprint(live) {
+		t.Fatalf("prefix scan returned %d keys, want %d (first %v)", len(keys), len(live), keys[:min(5, len(keys))])
+	}
+	if pages < len(live)/250 {
+		t.Fatalf("only %d pages", pages)
+	}
+	keys, _ = scanAll(&kvv1.ScanRequest{Start: []byte("user/01000"), End: []byte("user/01500"), Limit: 77, KeysOnly: true})
+	var wantRange []string
+	for _, k := range live {
+		if k >= "user/01000" && k < "user/01500" {
+			wantRange = append(wantRange, k)
+		}
+	}
+	if fmt.Sprint(keys) != fmt.Sprint(wantRange) {
+		t.Fatalf("range scan returned %d keys, want %d", len(keys), len(wantRange))
+	}
+	// Unbounded scan with the default limit sees everything, in order.
+	resp, err := n.kv.Scan(ctx(t), &kvv1.ScanRequest{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Items) != len(live)+2 || string(resp.Items[0].Key) != "other/1" || string(resp.Items[1].Key) != "user" {
+		t.Fatalf("full scan: %d items, first %q", len(resp.Items), resp.Items[0].Key)
+	}
+	// A continuation from another range is refused.
+	first, _ := n.kv.Scan(ctx(t), &kvv1.ScanRequest{Prefix: []byte("user/"), Limit: 10})
+	if _, err := n.kv.Scan(ctx(t), &kvv1.ScanRequest{Prefix: []byte("other/"), Continuation: first.Continuation}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("foreign continuation: %v", err)
+	}
+}
+
+func TestRequestIDAppliesOnce(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	req := &kvv1.PutRequest{Key: []byte("k"), Value: []byte("v"), Options: &kvv1.WriteOptions{RequestId: &kvv1.RequestID{ClientId: "c1", Seq: 7}}}
+	a, err := n.kv.Put(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.kv.Put(ctx(t), req) // a retry
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Version.Hlc != b.Version.Hlc {
+		t.Fatalf("retry got a new version: %v vs %v", a.Version, b.Version)
+	}
+	h, _ := n.kv.History(ctx(t), &kvv1.HistoryRequest{Key: []byte("k")})
+	if len(h.Versions) != 1 {
+		t.Fatalf("%d versions after a retried put", len(h.Versions))
+	}
+	req.Options.RequestId.Seq = 8
+	if c, err := n.kv.Put(ctx(t), req); err != nil || c.Version.Hlc == a.Version.Hlc {
+		t.Fatalf("new seq: %v, %v", c, err)
+	}
+}
+
+func TestSnapshotTruncateRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 4
+	cfg.Shard.TrailingLogs = 16
+	cfg.Shard.SnapshotThreshold = 64
+	n := start(t, cfg)
+	const total = 1500
+	for i := 0; i < total; i++ {
+		n.put(t, fmt.Sprintf("k%04d", i), fmt.Sprintf("v%d", i))
+	}
+	for i := 0; i < total; i += 3 {
+		if _, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte(fmt.Sprintf("k%04d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.admin.Snapshot(ctx(t), &adminv1.SnapshotRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range n.srv.Groups() {
+		st := g.Status()
+		if st.LastSnapshotIndex == 0 || st.FirstLogIndex <= 1 {
+			t.Fatalf("shard %s: snapshot %d, first log index %d: log not truncated", st.ID, st.LastSnapshotIndex, st.FirstLogIndex)
+		}
+	}
+	// Writes after the snapshot live only in the log.
+	n.put(t, "after-snapshot", "yes")
+	n.srv.Stop()
+
+	n2 := start(t, cfg)
+	check := func(n *node) {
+		for i := 0; i < total; i++ {
+			g := n.get(t, fmt.Sprintf("k%04d", i))
+			if deleted := i%3 == 0; g.Found == deleted || (!deleted && string(g.Value) != fmt.Sprintf("v%d", i)) {
+				t.Fatalf("k%04d after restart: %v", i, g)
+			}
+		}
+		if g := n.get(t, "after-snapshot"); string(g.Value) != "yes" {
+			t.Fatalf("after-snapshot = %v", g)
+		}
+	}
+	check(n2)
+	// New writes after the restart get versions above the old ones.
+	old := n2.get(t, "k0001").Version.Hlc
+	if p := n2.put(t, "k0001", "new"); p.Version.Hlc <= old {
+		t.Fatalf("version went backwards after restart: %d <= %d", p.Version.Hlc, old)
+	}
+}
+
+func TestRefusesForeignDataDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "member.wal"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(testConfig(dir), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); !errors.Is(err, ErrForeignDataDir) {
+		t.Fatalf("start on foreign dir: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "member.wal")); string(b) != "x" {
+		t.Fatal("foreign file modified")
+	}
+
+	// A database of another node is refused too.
+	dir2 := t.TempDir()
+	n := start(t, testConfig(dir2))
+	n.srv.Stop()
+	cfg := testConfig(dir2)
+	cfg.NodeID = "n2"
+	srv2, err := New(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv2.Start(); !errors.Is(err, storage.ErrForeign) {
+		t.Fatalf("start as another node: %v", err)
+	}
+	// A garbage database file is refused, not overwritten.
+	dir3 := t.TempDir()
+	garbage := bytes.Repeat([]byte("not a database "), 1000)
+	if err := os.WriteFile(filepath.Join(dir3, dbFile), garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv3, _ := New(testConfig(dir3), quietLogger())
+	if err := srv3.Start(); !errors.Is(err, storage.ErrCorrupt) {
+		t.Fatalf("start on garbage db: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir3, dbFile)); !bytes.Equal(b, garbage) {
+		t.Fatal("garbage database modified")
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Shard.VersionRetention = time.Millisecond
+	cfg.Shard.RequestRetention = time.Millisecond
+	n := start(t, cfg)
+	for _, v := range []string{"1", "2", "3"} {
+		n.put(t, "k", v)
+	}
+	n.put(t, "gone", "x")
+	if _, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte("gone")}); err != nil {
+		t.Fatal(err)
+	}
+	history := func(k string) int {
+		h, err := n.kv.History(ctx(t), &kvv1.HistoryRequest{Key: []byte(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(h.Versions)
+	}
+	waitFor(t, 10*time.Second, "old versions are collected", func() bool {
+		for _, g := range n.srv.Groups() {
+			if err := g.Collect(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return history("k") == 1 && history("gone") == 0
+	})
+	if g := n.get(t, "k"); string(g.Value) != "3" {
+		t.Fatalf("newest version lost: %v", g)
+	}
+}
