@@ -1,0 +1,261 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+)
+
+// maxRecvMsgBytes bounds a reply; scan pages and batch reads of large values
+// exceed gRPC's default of 4 MiB.
+const maxRecvMsgBytes = 256 << 20
+
+// maxBackoffShift caps the exponential retry backoff at 32×RetryBackoff.
+const maxBackoffShift = 5
+
+// Client is a connection to a Causeway cluster carrying one causal session.
+// It is safe for concurrent use; concurrent calls share (and merge into) the
+// session.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	conns  []*grpc.ClientConn
+	kv     []kvv1.KVClient
+	admin  []adminv1.AdminClient
+	cur    atomic.Int64  // index of the endpoint calls go to
+	seq    atomic.Uint64 // last request id sequence number
+	closed atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		session *causal.Session
+	}
+}
+
+// New returns a client for cfg. It does not wait for connections: they are
+// made by the first calls. ctx is not retained.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cfg.Endpoints = slices.Clone(cfg.Endpoints)
+	sess, err := causal.DecodeSession(cfg.SessionToken)
+	if err != nil {
+		why := strings.TrimPrefix(err.Error(), causal.ErrMalformedToken.Error()+": ")
+		return nil, fmt.Errorf("%w: %s", ErrMalformedSession, why)
+	}
+	if cfg.ClientID == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+		cfg.ClientID = hex.EncodeToString(b[:])
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.mu.session = sess
+
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  100 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   5 * time.Second,
+			},
+			MinConnectTimeout: cfg.DialTimeout,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
+	}, cfg.DialOptions...)
+	for _, ep := range cfg.Endpoints {
+		conn, err := grpc.NewClient(ep, dialOpts...)
+		if err != nil {
+			_ = c.closeConns()
+			return nil, fmt.Errorf("client: endpoint %q: %w", ep, err)
+		}
+		c.conns = append(c.conns, conn)
+		c.kv = append(c.kv, kvv1.NewKVClient(conn))
+		c.admin = append(c.admin, adminv1.NewAdminClient(conn))
+	}
+	return c, nil
+}
+
+// Close closes the connections. Calls in flight fail; later calls return
+// ErrClosed. The session can still be exported with SessionToken.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.closeConns()
+}
+
+func (c *Client) closeConns() error {
+	var errs []error
+	for _, conn := range c.conns {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoints returns the configured endpoints.
+func (c *Client) Endpoints() []string { return slices.Clone(c.cfg.Endpoints) }
+
+// ClientID returns the id carried by the request ids of this client's
+// mutations.
+func (c *Client) ClientID() string { return c.cfg.ClientID }
+
+// SessionToken exports the client's causal session as an opaque token for
+// Config.SessionToken. It is nil while the session is empty.
+func (c *Client) SessionToken() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.session.Encode()
+}
+
+// header returns the request header carrying the current session.
+func (c *Client) header(keyspace string) *kvv1.RequestHeader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.mu.session.Encode()}
+}
+
+// mergeReply folds a reply's session token into the session.
+func (c *Client) mergeReply(h *kvv1.ResponseHeader) {
+	tok := h.GetSession()
+	if len(tok) == 0 {
+		return
+	}
+	s, err := causal.DecodeSession(tok)
+	if err != nil {
+		c.log.Warn("client: ignoring malformed session token in reply", "node", h.GetNodeId(), "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.session.Merge(s)
+}
+
+// observe records a version the client received for a key, in case the
+// reply's token did not already carry it.
+func (c *Client) observe(keyspace string, key []byte, v Version) {
+	if v.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.session.Observe(keyspace, key, v)
+}
+
+// requestID returns a fresh request id for one mutation; every attempt of
+// the mutation carries the same one.
+func (c *Client) requestID() *kvv1.RequestID {
+	return &kvv1.RequestID{ClientId: c.cfg.ClientID, Seq: c.seq.Add(1)}
+}
+
+// invoke runs call against the current endpoint, retrying and failing over
+// as described in the package documentation. call receives the attempt's
+// context and the index of the endpoint to use.
+func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx context.Context, ep int) error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	pinned := -1
+	if o.endpoint != "" {
+		pinned = slices.Index(c.cfg.Endpoints, o.endpoint)
+		if pinned < 0 {
+			return invalidArgument("endpoint %q is not configured", o.endpoint)
+		}
+	}
+	n := len(c.cfg.Endpoints)
+	failovers := 0
+	for attempt := 0; ; attempt++ {
+		ep := pinned
+		if ep < 0 {
+			ep = int(c.cur.Load())
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		err := call(actx, ep)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		retry, failover := retryable(ctx, err)
+		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
+			return err
+		}
+		if failover && pinned < 0 && n > 1 {
+			next := (ep + 1) % n
+			c.cur.CompareAndSwap(int64(ep), int64(next))
+			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
+			failovers++
+			if failovers < n {
+				continue // try every other endpoint once before backing off
+			}
+		}
+		wait := c.backoff(attempt)
+		c.log.Debug("client: retrying", "endpoint", c.cfg.Endpoints[ep], "attempt", attempt+1, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// retryable classifies a failed attempt: whether to retry it and whether
+// to move to another endpoint first. Nothing is retried once the caller's
+// context is done.
+func retryable(ctx context.Context, err error) (retry, failover bool) {
+	if ctx.Err() != nil {
+		return false, false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable:
+		return true, true
+	case codes.DeadlineExceeded:
+		// The attempt's RequestTimeout expired (or the server gave up
+		// waiting for causality) while the caller still has time: the node
+		// may be partitioned or behind, so try another.
+		return true, true
+	case codes.ResourceExhausted, codes.Aborted:
+		return true, false
+	}
+	return false, false
+}
+
+// backoff returns the jittered wait before retry number attempt+1.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.RetryBackoff << min(attempt, maxBackoffShift)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
+}

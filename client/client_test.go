@@ -1,0 +1,519 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/client/clienttest"
+	"github.com/causeway-db/causeway/internal/causal"
+)
+
+// startFake runs a fake node for the test.
+func startFake(t *testing.T) (*clienttest.Server, string) {
+	t.Helper()
+	f := clienttest.Start(t)
+	return f, f.Addr()
+}
+
+// newTestClient returns a client for endpoints with fast retries.
+func newTestClient(t *testing.T, endpoints ...string) *Client {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Endpoints = endpoints
+	cfg.RetryBackoff = time.Millisecond
+	cfg.RequestTimeout = 5 * time.Second
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := DefaultConfig()
+	ok.Endpoints = []string{"127.0.0.1:7379"}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want error
+	}{
+		{"default with endpoint", func(*Config) {}, nil},
+		{"zero durations take defaults", func(c *Config) { c.DialTimeout, c.RequestTimeout, c.RetryBackoff = 0, 0, 0 }, nil},
+		{"no endpoints", func(c *Config) { c.Endpoints = nil }, ErrNoEndpoints},
+		{"empty endpoint", func(c *Config) { c.Endpoints = []string{"a:1", ""} }, ErrInvalidConfig},
+		{"negative dial timeout", func(c *Config) { c.DialTimeout = -1 }, ErrInvalidConfig},
+		{"negative request timeout", func(c *Config) { c.RequestTimeout = -1 }, ErrInvalidConfig},
+		{"negative backoff", func(c *Config) { c.RetryBackoff = -1 }, ErrInvalidConfig},
+		{"negative retries", func(c *Config) { c.MaxRetries = -1 }, ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := ok
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Fatalf("Validate() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewRejectsMalformedSession(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{"127.0.0.1:1"}
+	cfg.SessionToken = []byte("garbage token")
+	_, err := New(context.Background(), cfg)
+	if !errors.Is(err, ErrMalformedSession) {
+		t.Fatalf("New() = %v, want ErrMalformedSession", err)
+	}
+}
+
+func TestPutGetCarriesSession(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+
+	v, err := c.Put(ctx, []byte("k"), []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Get(ctx, []byte("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Found || string(it.Value) != "v1" || it.Version != v {
+		t.Fatalf("Get = %+v, want v1 at %v", it, v)
+	}
+	// The Get carried the Put's version as the key's floor.
+	sessions := f.Sessions()
+	tok := sessions[len(sessions)-1]
+	s, err := causal.DecodeSession(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, ok := s.Floor(DefaultKeyspace, []byte("k")); !ok || floor != v {
+		t.Fatalf("Get carried floor %v (%v), want %v", floor, ok, v)
+	}
+
+	// A second client resumes the session from the exported token.
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.SessionToken = c.SessionToken()
+	c2, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if !bytes.Equal(c2.SessionToken(), c.SessionToken()) {
+		t.Fatal("resumed client has a different session")
+	}
+	if _, err := c2.Get(ctx, []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	sessions = f.Sessions()
+	tok = sessions[len(sessions)-1]
+	if !bytes.Equal(tok, c.SessionToken()) {
+		t.Fatal("resumed client did not send the resumed session")
+	}
+}
+
+func TestRetryReusesRequestID(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	f.FailNext(codes.Unavailable, codes.Aborted, codes.ResourceExhausted)
+	if _, err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, []byte("k"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Calls(); got != 5 {
+		t.Fatalf("calls = %d, want 5 (3 failed attempts + 2)", got)
+	}
+	ids := f.PutRequestIDs()
+	want := []uint64{1, 1, 1, 1, 2} // every attempt of the first Put reuses seq 1
+	if len(ids) != len(want) {
+		t.Fatalf("saw %d Put attempts, want %d", len(ids), len(want))
+	}
+	for i, id := range ids {
+		if id.GetClientId() != c.ClientID() || id.GetSeq() != want[i] {
+			t.Fatalf("attempt %d carried request id %v, want %s/%d", i, id, c.ClientID(), want[i])
+		}
+	}
+}
+
+func TestRetryIsIdempotentAcrossAttempts(t *testing.T) {
+	// A CompareAndSwap whose reply is lost must not conflict with itself
+	// on retry: the server answers the retry (same request id) with the
+	// first outcome. The fake mimics that via its applied table.
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	f.LoseReplies(1)
+	v1, err := c.CompareAndSwap(ctx, []byte("k"), ExpectAbsent(), []byte("a"))
+	if err != nil {
+		t.Fatalf("retried CompareAndSwap: %v", err)
+	}
+	if got := f.Calls(); got != 2 {
+		t.Fatalf("attempts = %d, want 2", got)
+	}
+	if vs := f.Versions("default", "k"); len(vs) != 1 || vs[0].GetVersion().GetHlc() != v1.HLC {
+		t.Fatalf("swap applied %d times, want once at %v", len(vs), v1)
+	}
+}
+
+func TestNoRetryOnInvalidArgument(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	for _, code := range []codes.Code{codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.AlreadyExists, codes.PermissionDenied} {
+		before := f.Calls()
+		f.FailNext(code)
+		_, err := c.Put(context.Background(), []byte("k"), []byte("v"))
+		if status.Code(err) != code {
+			t.Fatalf("status.Code(%v) = %v, want %v", err, status.Code(err), code)
+		}
+		if !strings.HasPrefix(err.Error(), "client: put: ") {
+			t.Fatalf("error %q lacks the operation prefix", err)
+		}
+		if got := f.Calls() - before; got != 1 {
+			t.Fatalf("%v: %d attempts, want 1", code, got)
+		}
+	}
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	f, addr := startFake(t)
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.MaxRetries = 2
+	cfg.RetryBackoff = time.Millisecond
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f.FailNext(codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+	_, err = c.Get(context.Background(), []byte("k"))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v, want Unavailable", err)
+	}
+	if got := f.Calls(); got != 3 {
+		t.Fatalf("attempts = %d, want 3", got)
+	}
+}
+
+func TestFailover(t *testing.T) {
+	f, addr := startFake(t)
+	dead := clienttest.DeadAddr(t)
+	c := newTestClient(t, dead, addr)
+	ctx := context.Background()
+	if _, err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("Put with a dead first endpoint: %v", err)
+	}
+	if _, err := c.Get(ctx, []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Calls(); got != 2 {
+		t.Fatalf("live endpoint served %d calls, want 2", got)
+	}
+	// Pinning to the dead endpoint does not fail over.
+	_, err := c.Status(ctx, WithEndpoint(dead))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("Status on dead endpoint = %v, want Unavailable", err)
+	}
+	if _, err := c.Status(ctx, WithEndpoint("10.255.255.1:1")); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Status on unknown endpoint = %v, want InvalidArgument", err)
+	}
+}
+
+func TestCallerDeadlineBoundsAttempts(t *testing.T) {
+	f, addr := startFake(t)
+	f.Block(true)
+	c := newTestClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Get(ctx, []byte("k"))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("call took %v despite a 200ms deadline", el)
+	}
+}
+
+func TestRequestTimeoutRetries(t *testing.T) {
+	f, addr := startFake(t)
+	f.Block(true)
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.RequestTimeout = 50 * time.Millisecond
+	cfg.RetryBackoff = time.Millisecond
+	cfg.MaxRetries = 2
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Get(context.Background(), []byte("k"))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if got := f.Calls(); got != 3 {
+		t.Fatalf("attempts = %d, want 3", got)
+	}
+}
+
+func TestCompareAndSwap(t *testing.T) {
+	_, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	key := []byte("k")
+
+	if _, err := c.CompareAndSwap(ctx, key, Expect{}, []byte("x")); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("zero Expect: %v, want InvalidArgument", err)
+	}
+	v1, err := c.CompareAndSwap(ctx, key, ExpectAbsent(), []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CompareAndSwap(ctx, key, ExpectAbsent(), []byte("b"))
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("err = %v, want *ConflictError", err)
+	}
+	if !ce.Found || ce.Current != v1 || ce.Code != codes.AlreadyExists || status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("conflict = %+v (code %v), want found at %v, AlreadyExists", ce, status.Code(err), v1)
+	}
+	v2, err := c.CompareAndSwap(ctx, key, ExpectVersion(v1), []byte("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CompareAndSwap(ctx, key, ExpectVersion(v1), []byte("c"))
+	if !errors.As(err, &ce) || ce.Current != v2 || status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stale expectation: %v, want FailedPrecondition conflict at %v", err, v2)
+	}
+	vd, err := c.CompareAndDelete(ctx, key, ExpectVersion(v2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CompareAndSwap(ctx, key, ExpectVersion(v2), []byte("d"))
+	if !errors.As(err, &ce) || ce.Found || ce.Current != vd || status.Code(err) != codes.NotFound {
+		t.Fatalf("expect version on deleted key: %v, want NotFound conflict", err)
+	}
+	if !strings.Contains(ce.Error(), "deleted") {
+		t.Fatalf("message %q does not say the key is deleted", ce.Error())
+	}
+	it, err := c.Get(ctx, key)
+	if err != nil || it.Found {
+		t.Fatalf("Get after CompareAndDelete = %+v, %v", it, err)
+	}
+}
+
+func TestScanAll(t *testing.T) {
+	_, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	for i := range 25 {
+		if _, err := c.Put(ctx, fmt.Appendf(nil, "p/%02d", i), fmt.Appendf(nil, "v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Put(ctx, []byte("q/other"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	collect := func(so ScanOptions) []string {
+		t.Helper()
+		var keys []string
+		for it, err := range c.ScanAll(ctx, so) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, string(it.Key))
+		}
+		return keys
+	}
+	if got := collect(ScanOptions{Prefix: []byte("p/")}); len(got) != 25 || got[0] != "p/00" || got[24] != "p/24" {
+		t.Fatalf("ScanAll prefix = %v", got)
+	}
+	if got := collect(ScanOptions{Prefix: []byte("p/"), Limit: 12}); len(got) != 12 || got[11] != "p/11" {
+		t.Fatalf("ScanAll limit 12 = %v", got)
+	}
+	if got := collect(ScanOptions{Start: []byte("p/20"), End: []byte("q")}); len(got) != 5 {
+		t.Fatalf("ScanAll range = %v", got)
+	}
+	page, err := c.Scan(ctx, ScanOptions{Prefix: []byte("p/"), KeysOnly: true})
+	if err != nil || len(page.Items) != 10 || len(page.Continuation) == 0 || len(page.Items[0].Value) != 0 {
+		t.Fatalf("Scan page = %+v, %v", page, err)
+	}
+	if _, err := c.Scan(ctx, ScanOptions{Prefix: []byte("p/"), Start: []byte("a")}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("prefix+start: %v, want InvalidArgument", err)
+	}
+	// The iteration stops early when the caller breaks.
+	n := 0
+	for range c.ScanAll(ctx, ScanOptions{}) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatal("break did not stop ScanAll")
+	}
+}
+
+func TestDeleteBatchGetHistory(t *testing.T) {
+	_, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	v1, _ := c.Put(ctx, []byte("a"), []byte("1"))
+	_, existed, err := c.Delete(ctx, []byte("a"))
+	if err != nil || !existed {
+		t.Fatalf("Delete = %v, %v", existed, err)
+	}
+	if _, existed, _ := c.Delete(ctx, []byte("never")); existed {
+		t.Fatal("Delete of a missing key reported existed")
+	}
+	c.Put(ctx, []byte("b"), []byte("2"))
+	items, err := c.BatchGet(ctx, [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	if err != nil || len(items) != 3 || items[0].Found || !items[1].Found || string(items[1].Value) != "2" || items[2].Found {
+		t.Fatalf("BatchGet = %+v, %v", items, err)
+	}
+	h, err := c.History(ctx, []byte("a"), 0)
+	if err != nil || len(h) != 2 || !h[0].Tombstone || h[1].Version != v1 || string(h[1].Value) != "1" {
+		t.Fatalf("History = %+v, %v", h, err)
+	}
+	if h, err := c.History(ctx, []byte("never-written"), 5); err != nil || len(h) != 0 {
+		t.Fatalf("History of unwritten key = %+v, %v", h, err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	_, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	st, err := c.Status(ctx)
+	if err != nil || st.GetNodeId() != clienttest.NodeID || len(st.GetShards()) != 1 {
+		t.Fatalf("Status = %v, %v", st, err)
+	}
+	if n, err := c.Snapshot(ctx, ""); err != nil || n != 1 {
+		t.Fatalf("Snapshot = %d, %v", n, err)
+	}
+	if _, err := c.Snapshot(ctx, "nope"); status.Code(err) != codes.NotFound {
+		t.Fatalf("Snapshot(unknown) = %v, want NotFound", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	_, addr := startFake(t)
+	c := newTestClient(t, addr)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if _, err := c.Get(context.Background(), []byte("k")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Version
+		ok   bool
+	}{
+		{"1723456789012.3@local", Version{HLC: causal.MakeHLC(1723456789012, 3), Site: "local"}, true},
+		{"0.65535@a@b", Version{HLC: 65535, Site: "a@b"}, true},
+		{"1.0", Version{}, false},
+		{"1@s", Version{}, false},
+		{"1.0@", Version{}, false},
+		{".0@s", Version{}, false},
+		{"1.@s", Version{}, false},
+		{"-1.0@s", Version{}, false},
+		{"+1.0@s", Version{}, false},
+		{"1.65536@s", Version{}, false},
+		{"281474976710656.0@s", Version{}, false},
+		{"x.0@s", Version{}, false},
+		{" 1.0@s", Version{}, false},
+		{"", Version{}, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseVersion(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %v (ok %v)", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadVersion) {
+			t.Errorf("ParseVersion(%q) error %v does not wrap ErrBadVersion", tt.in, err)
+		}
+	}
+}
+
+func FuzzParseVersion(f *testing.F) {
+	f.Add("1723456789012.3@local")
+	f.Add("0.0@s")
+	f.Add("1.2@")
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseVersion(s)
+		if err != nil {
+			return
+		}
+		// Whatever parses prints back to something that parses the same.
+		w, err := ParseVersion(v.String())
+		if err != nil || w != v {
+			t.Fatalf("round trip of %q: %v -> %q -> %v, %v", s, v, v.String(), w, err)
+		}
+	})
+}
+
+func TestWithKeyspace(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	if _, err := c.Put(ctx, []byte("k"), []byte("v"), WithKeyspace("users")); status.Code(err) != codes.NotFound {
+		t.Fatalf("Put to unknown keyspace = %v, want NotFound", err)
+	}
+	f.AddKeyspace("users")
+	v, err := c.Put(ctx, []byte("k"), []byte("v"), WithKeyspace("users"), WithDurability(DurabilityAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.Get(ctx, []byte("k")); err != nil || it.Found {
+		t.Fatalf("Get in the default keyspace = %+v, %v; want not found", it, err)
+	}
+	if it, err := c.Get(ctx, []byte("k"), WithKeyspace("users"), WithConsistency(Strong)); err != nil || !it.Found {
+		t.Fatalf("Get in users = %+v, %v", it, err)
+	}
+	s, err := causal.DecodeSession(c.SessionToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, ok := s.Floor("users", []byte("k")); !ok || floor != v {
+		t.Fatalf("session floor of users/k = %v (%v), want %v", floor, ok, v)
+	}
+}
+
+func TestConflictErrorMessage(t *testing.T) {
+	v := Version{HLC: causal.MakeHLC(5, 1), Site: "s"}
+	for _, tt := range []struct {
+		e    ConflictError
+		want string
+	}{
+		{ConflictError{Found: true, Current: v}, "key exists at version 5.1@s"},
+		{ConflictError{Current: v}, "key is deleted (tombstone version 5.1@s)"},
+		{ConflictError{}, "key is absent"},
+	} {
+		if got := tt.e.Error(); !strings.HasSuffix(got, tt.want) {
+			t.Errorf("Error() = %q, want suffix %q", got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,476 @@
+package clienttest
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+)
+
+// Site and NodeID are what the fake reports as its site and node.
+const (
+	Site   = "test"
+	NodeID = "fake"
+)
+
+// DefaultScanPage is the fake's page size for scans with no limit.
+const DefaultScanPage = 10
+
+// Server is a running fake node. Its methods are safe for concurrent use.
+type Server struct {
+	kvv1.UnimplementedKVServer
+	adminv1.UnimplementedAdminServer
+
+	addr string
+
+	mu struct {
+		sync.Mutex
+		keyspaces map[string]bool
+		data      map[string][]*kvv1.VersionedValue // FloorKey -> versions, newest first
+		applied   map[string]*kvv1.Version          // request id -> outcome
+		hlc       uint64
+		fail      []codes.Code
+		lose      int
+		block     bool
+		calls     int
+		putIDs    []*kvv1.RequestID
+		sessions  [][]byte
+	}
+}
+
+// Start runs a fake node with the keyspace "default" on 127.0.0.1 until the
+// test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{}
+	s.mu.keyspaces = map[string]bool{"default": true}
+	s.mu.data = map[string][]*kvv1.VersionedValue{}
+	s.mu.applied = map[string]*kvv1.Version{}
+	s.mu.hlc = causal.MakeHLC(1_700_000_000_000, 0)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.addr = lis.Addr().String()
+	gs := grpc.NewServer()
+	kvv1.RegisterKVServer(gs, s)
+	adminv1.RegisterAdminServer(gs, s)
+	go func() { _ = gs.Serve(lis) }()
+	tb.Cleanup(gs.Stop)
+	return s
+}
+
+// DeadAddr returns a loopback address nobody listens on.
+func DeadAddr(tb testing.TB) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+// Addr returns the fake's client address.
+func (s *Server) Addr() string { return s.addr }
+
+// AddKeyspace makes keyspace ks known; requests naming an unknown keyspace
+// fail with NotFound.
+func (s *Server) AddKeyspace(ks string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.keyspaces[ks] = true
+}
+
+// FailNext makes the next calls (of any method) fail with these codes, one
+// per call.
+func (s *Server) FailNext(cs ...codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.fail = append(s.mu.fail, cs...)
+}
+
+// LoseReplies makes the next n applied mutations answer Unavailable, as if
+// their replies were lost.
+func (s *Server) LoseReplies(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.lose = n
+}
+
+// Block makes calls wait until their context ends (on) or answer (off).
+func (s *Server) Block(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.block = on
+}
+
+// Calls returns the number of calls received.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.calls
+}
+
+// Sessions returns the session tokens of the data requests received, in
+// order.
+func (s *Server) Sessions() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.mu.sessions...)
+}
+
+// PutRequestIDs returns the request ids of every Put attempt received.
+func (s *Server) PutRequestIDs() []*kvv1.RequestID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*kvv1.RequestID, len(s.mu.putIDs))
+	for i, id := range s.mu.putIDs {
+		out[i] = proto.Clone(id).(*kvv1.RequestID)
+	}
+	return out
+}
+
+// Versions returns the stored versions of key in keyspace, newest first.
+func (s *Server) Versions(keyspace, key string) []*kvv1.VersionedValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vs := s.mu.data[causal.FloorKey(keyspace, []byte(key))]
+	out := make([]*kvv1.VersionedValue, len(vs))
+	for i, v := range vs {
+		out[i] = proto.Clone(v).(*kvv1.VersionedValue)
+	}
+	return out
+}
+
+// enterLocked records a call and returns its injected or validation
+// failure, if any. h is nil for admin calls. REQUIRES: s.mu.
+func (s *Server) enterLocked(ctx context.Context, h *kvv1.RequestHeader) error {
+	s.mu.calls++
+	if h != nil {
+		s.mu.sessions = append(s.mu.sessions, h.GetSession())
+	}
+	if s.mu.block {
+		s.mu.Unlock()
+		<-ctx.Done()
+		s.mu.Lock()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if len(s.mu.fail) > 0 {
+		c := s.mu.fail[0]
+		s.mu.fail = s.mu.fail[1:]
+		return status.Errorf(c, "injected %v", c)
+	}
+	if h != nil {
+		if _, err := causal.DecodeSession(h.GetSession()); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if ks := keyspaceOf(h); !s.mu.keyspaces[ks] {
+			return status.Errorf(codes.NotFound, "unknown keyspace %q", ks)
+		}
+	}
+	return nil
+}
+
+func keyspaceOf(h *kvv1.RequestHeader) string {
+	if h.GetKeyspace() == "" {
+		return "default"
+	}
+	return h.GetKeyspace()
+}
+
+func checkKey(key []byte) error {
+	if len(key) == 0 {
+		return status.Error(codes.InvalidArgument, "empty key")
+	}
+	return nil
+}
+
+// reply returns a response header whose session observed v of key.
+func reply(h *kvv1.RequestHeader, key []byte, v *kvv1.Version) *kvv1.ResponseHeader {
+	sess, _ := causal.DecodeSession(h.GetSession())
+	if v != nil {
+		sess.Observe(keyspaceOf(h), key, causal.Version{HLC: v.GetHlc(), Site: v.GetSite()})
+	}
+	return &kvv1.ResponseHeader{Session: sess.Encode(), Site: Site, NodeId: NodeID}
+}
+
+// outcomeLocked returns the outcome of an already applied mutation.
+// REQUIRES: s.mu.
+func (s *Server) outcomeLocked(id *kvv1.RequestID) (*kvv1.Version, bool) {
+	if id == nil {
+		return nil, false
+	}
+	v, ok := s.mu.applied[id.String()]
+	return v, ok
+}
+
+// writeLocked applies a mutation and returns its version and whether its
+// reply is to be lost. REQUIRES: s.mu.
+func (s *Server) writeLocked(h *kvv1.RequestHeader, key, value []byte, tomb bool, id *kvv1.RequestID) (*kvv1.Version, error) {
+	s.mu.hlc++
+	v := &kvv1.Version{Hlc: s.mu.hlc, Site: Site}
+	fk := causal.FloorKey(keyspaceOf(h), key)
+	s.mu.data[fk] = append([]*kvv1.VersionedValue{{Version: v, Value: value, Tombstone: tomb}}, s.mu.data[fk]...)
+	if id != nil {
+		s.mu.applied[id.String()] = v
+	}
+	if s.mu.lose > 0 {
+		s.mu.lose--
+		return nil, status.Error(codes.Unavailable, "reply lost")
+	}
+	return v, nil
+}
+
+// newestLocked returns the newest version of key. REQUIRES: s.mu.
+func (s *Server) newestLocked(h *kvv1.RequestHeader, key []byte) *kvv1.VersionedValue {
+	if vs := s.mu.data[causal.FloorKey(keyspaceOf(h), key)]; len(vs) > 0 {
+		return vs[0]
+	}
+	return nil
+}
+
+// Put implements kvv1.KVServer.
+func (s *Server) Put(ctx context.Context, r *kvv1.PutRequest) (*kvv1.PutResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.putIDs = append(s.mu.putIDs, r.GetOptions().GetRequestId())
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if err := checkKey(r.GetKey()); err != nil {
+		return nil, err
+	}
+	v, ok := s.outcomeLocked(r.GetOptions().GetRequestId())
+	if !ok {
+		var err error
+		if v, err = s.writeLocked(r.GetHeader(), r.GetKey(), r.GetValue(), false, r.GetOptions().GetRequestId()); err != nil {
+			return nil, err
+		}
+	}
+	return &kvv1.PutResponse{Header: reply(r.GetHeader(), r.GetKey(), v), Version: v}, nil
+}
+
+// Get implements kvv1.KVServer.
+func (s *Server) Get(ctx context.Context, r *kvv1.GetRequest) (*kvv1.GetResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if err := checkKey(r.GetKey()); err != nil {
+		return nil, err
+	}
+	resp := &kvv1.GetResponse{}
+	if n := s.newestLocked(r.GetHeader(), r.GetKey()); n != nil {
+		resp.Version, resp.Found, resp.Value = n.GetVersion(), !n.GetTombstone(), n.GetValue()
+	}
+	resp.Header = reply(r.GetHeader(), r.GetKey(), resp.Version)
+	return resp, nil
+}
+
+// Delete implements kvv1.KVServer.
+func (s *Server) Delete(ctx context.Context, r *kvv1.DeleteRequest) (*kvv1.DeleteResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if err := checkKey(r.GetKey()); err != nil {
+		return nil, err
+	}
+	n := s.newestLocked(r.GetHeader(), r.GetKey())
+	existed := n != nil && !n.GetTombstone()
+	v, ok := s.outcomeLocked(r.GetOptions().GetRequestId())
+	if !ok {
+		var err error
+		if v, err = s.writeLocked(r.GetHeader(), r.GetKey(), nil, true, r.GetOptions().GetRequestId()); err != nil {
+			return nil, err
+		}
+	}
+	return &kvv1.DeleteResponse{Header: reply(r.GetHeader(), r.GetKey(), v), Version: v, Existed: existed}, nil
+}
+
+// BatchGet implements kvv1.KVServer.
+func (s *Server) BatchGet(ctx context.Context, r *kvv1.BatchGetRequest) (*kvv1.BatchGetResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	resp := &kvv1.BatchGetResponse{Header: reply(r.GetHeader(), nil, nil)}
+	for _, k := range r.GetKeys() {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+		kv := &kvv1.KeyValue{Key: k}
+		if n := s.newestLocked(r.GetHeader(), k); n != nil {
+			kv.Version, kv.Found, kv.Value = n.GetVersion(), !n.GetTombstone(), n.GetValue()
+		}
+		resp.Items = append(resp.Items, kv)
+	}
+	return resp, nil
+}
+
+// Scan implements kvv1.KVServer. Pages hold DefaultScanPage items unless
+// the request sets a limit; the continuation is the last key returned.
+func (s *Server) Scan(ctx context.Context, r *kvv1.ScanRequest) (*kvv1.ScanResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if len(r.GetPrefix()) > 0 && (len(r.GetStart()) > 0 || len(r.GetEnd()) > 0) {
+		return nil, status.Error(codes.InvalidArgument, "prefix excludes start and end")
+	}
+	limit := int(r.GetLimit())
+	if limit == 0 {
+		limit = DefaultScanPage
+	}
+	ksPrefix := causal.FloorKey(keyspaceOf(r.GetHeader()), nil)
+	var keys []string
+	for fk, vs := range s.mu.data {
+		k, ok := strings.CutPrefix(fk, ksPrefix)
+		if !ok || vs[0].GetTombstone() || !strings.HasPrefix(k, string(r.GetPrefix())) {
+			continue
+		}
+		if k < string(r.GetStart()) || (len(r.GetEnd()) > 0 && k >= string(r.GetEnd())) {
+			continue
+		}
+		if len(r.GetContinuation()) > 0 && k <= string(r.GetContinuation()) {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	resp := &kvv1.ScanResponse{Header: reply(r.GetHeader(), nil, nil)}
+	for i, k := range keys {
+		if i == limit {
+			resp.Continuation = []byte(keys[i-1])
+			break
+		}
+		n := s.mu.data[ksPrefix+k][0]
+		kv := &kvv1.KeyValue{Key: []byte(k), Found: true, Version: n.GetVersion()}
+		if !r.GetKeysOnly() {
+			kv.Value = n.GetValue()
+		}
+		resp.Items = append(resp.Items, kv)
+	}
+	return resp, nil
+}
+
+// CompareAndSwap implements kvv1.KVServer.
+func (s *Server) CompareAndSwap(ctx context.Context, r *kvv1.CompareAndSwapRequest) (*kvv1.CompareAndSwapResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if err := checkKey(r.GetKey()); err != nil {
+		return nil, err
+	}
+	if v, ok := s.outcomeLocked(r.GetOptions().GetRequestId()); ok {
+		// A retry of an applied swap gets the first outcome.
+		return &kvv1.CompareAndSwapResponse{Header: reply(r.GetHeader(), r.GetKey(), v), Version: v}, nil
+	}
+	n := s.newestLocked(r.GetHeader(), r.GetKey())
+	found := n != nil && !n.GetTombstone()
+	conflict := func(c codes.Code) error {
+		st, err := status.New(c, "compare-and-swap failed").WithDetails(&kvv1.CasConflict{Found: found, Current: n.GetVersion()})
+		if err != nil {
+			return err
+		}
+		return st.Err()
+	}
+	switch e := r.GetExpect().(type) {
+	case *kvv1.CompareAndSwapRequest_ExpectAbsent:
+		if found {
+			return nil, conflict(codes.AlreadyExists)
+		}
+	case *kvv1.CompareAndSwapRequest_ExpectedVersion:
+		if !found {
+			return nil, conflict(codes.NotFound)
+		}
+		if !proto.Equal(e.ExpectedVersion, n.GetVersion()) {
+			return nil, conflict(codes.FailedPrecondition)
+		}
+	default:
+		return nil, status.Error(codes.InvalidArgument, "no expectation")
+	}
+	v, err := s.writeLocked(r.GetHeader(), r.GetKey(), r.GetValue(), r.GetDelete(), r.GetOptions().GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &kvv1.CompareAndSwapResponse{Header: reply(r.GetHeader(), r.GetKey(), v), Version: v}, nil
+}
+
+// History implements kvv1.KVServer.
+func (s *Server) History(ctx context.Context, r *kvv1.HistoryRequest) (*kvv1.HistoryResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, r.GetHeader()); err != nil {
+		return nil, err
+	}
+	if err := checkKey(r.GetKey()); err != nil {
+		return nil, err
+	}
+	vs := s.mu.data[causal.FloorKey(keyspaceOf(r.GetHeader()), r.GetKey())]
+	limit := int(r.GetLimit())
+	if limit == 0 {
+		limit = 10
+	}
+	vs = vs[:min(limit, len(vs))]
+	var newest *kvv1.Version
+	if len(vs) > 0 {
+		newest = vs[0].GetVersion()
+	}
+	return &kvv1.HistoryResponse{Header: reply(r.GetHeader(), r.GetKey(), newest), Versions: vs}, nil
+}
+
+// Status implements adminv1.AdminServer: one shard of each keyspace, led
+// by the fake.
+func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1.StatusResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	resp := &adminv1.StatusResponse{Site: Site, NodeId: NodeID, Version: "fake", ClientAddr: s.addr}
+	for ks := range s.mu.keyspaces {
+		resp.Keyspaces = append(resp.Keyspaces, ks)
+	}
+	sort.Strings(resp.Keyspaces)
+	for _, ks := range resp.Keyspaces {
+		resp.Shards = append(resp.Shards, &adminv1.ShardStatus{Keyspace: ks, State: "Leader", Leader: NodeID, Term: 1,
+			CommitIndex: s.mu.hlc & 0xffff, AppliedIndex: s.mu.hlc & 0xffff})
+	}
+	return resp, nil
+}
+
+// Snapshot implements adminv1.AdminServer: one snapshot per keyspace.
+func (s *Server) Snapshot(ctx context.Context, r *adminv1.SnapshotRequest) (*adminv1.SnapshotResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	if r.GetKeyspace() == "" {
+		return &adminv1.SnapshotResponse{Snapshots: uint32(len(s.mu.keyspaces))}, nil
+	}
+	if !s.mu.keyspaces[r.GetKeyspace()] {
+		return nil, status.Errorf(codes.NotFound, "unknown keyspace %q", r.GetKeyspace())
+	}
+	return &adminv1.SnapshotResponse{Snapshots: 1}, nil
+}

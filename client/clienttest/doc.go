@@ -1,0 +1,11 @@
+// Package clienttest provides an in-memory stand-in for a Causeway node,
+// serving the KV and Admin gRPC services on a loopback port, for testing
+// code built on package client without running kvd.
+//
+// The fake keeps every version of every key in memory, returns session
+// tokens the way a node does, applies a retried mutation (same request id)
+// once, attaches kvv1.CasConflict details to failed compare-and-swaps, and
+// lets a test inject failures (FailNext, LoseReplies, Block). It does not
+// model replication, shards or causal waiting; scan continuations are
+// simply the last key returned.
+package clienttest

@@ -1,0 +1,112 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// DefaultKeyspace is the keyspace used when Config.Keyspace is empty.
+const DefaultKeyspace = "default"
+
+// Config configures a Client. Start from DefaultConfig and set Endpoints.
+type Config struct {
+	// Endpoints are the client (gRPC) addresses of Causeway nodes, as
+	// "host:port". The client uses the first one until it fails, then the
+	// next. At least one is required.
+	Endpoints []string
+
+	// Keyspace is the keyspace of every data call that does not name one
+	// with WithKeyspace. Empty means DefaultKeyspace.
+	Keyspace string
+
+	// DialTimeout bounds one connection attempt to an endpoint. Zero means
+	// the DefaultConfig value.
+	DialTimeout time.Duration
+
+	// RequestTimeout bounds one attempt of a call (a retried call makes
+	// several attempts). An attempt never outlives the caller's context.
+	// Zero means the DefaultConfig value.
+	RequestTimeout time.Duration
+
+	// MaxRetries is how many times a call is retried after its first
+	// attempt fails with a retryable error. Zero disables retries.
+	MaxRetries int
+
+	// RetryBackoff is the wait before the first retry; it doubles with
+	// every further retry (capped at 32 times its value) and is jittered.
+	// Zero means the DefaultConfig value.
+	RetryBackoff time.Duration
+
+	// ClientID identifies this client in the request ids of its mutations,
+	// which the server uses to apply a retried mutation once. It must be
+	// unique among concurrently running clients; empty means a random id.
+	ClientID string
+
+	// SessionToken resumes a causal session exported by SessionToken
+	// (for example by an earlier process). Empty starts a new session.
+	SessionToken []byte
+
+	// Logger receives debug logs (retries, failovers). Nil discards them.
+	Logger *slog.Logger
+
+	// DialOptions are appended to the client's own gRPC dial options
+	// (plaintext transport, connect timeout); use them for TLS
+	// credentials or interceptors.
+	DialOptions []grpc.DialOption
+}
+
+// DefaultConfig returns the default configuration, without endpoints.
+func DefaultConfig() Config {
+	return Config{
+		Keyspace:       DefaultKeyspace,
+		DialTimeout:    5 * time.Second,
+		RequestTimeout: 10 * time.Second,
+		MaxRetries:     5,
+		RetryBackoff:   50 * time.Millisecond,
+	}
+}
+
+// Validate reports whether cfg is usable. Zero durations are valid (they
+// take the default); negative ones are not.
+func (cfg Config) Validate() error {
+	if len(cfg.Endpoints) == 0 {
+		return ErrNoEndpoints
+	}
+	for i, e := range cfg.Endpoints {
+		if e == "" {
+			return fmt.Errorf("%w: endpoint %d is empty", ErrInvalidConfig, i)
+		}
+	}
+	switch {
+	case cfg.DialTimeout < 0:
+		return fmt.Errorf("%w: negative DialTimeout %v", ErrInvalidConfig, cfg.DialTimeout)
+	case cfg.RequestTimeout < 0:
+		return fmt.Errorf("%w: negative RequestTimeout %v", ErrInvalidConfig, cfg.RequestTimeout)
+	case cfg.RetryBackoff < 0:
+		return fmt.Errorf("%w: negative RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoff)
+	case cfg.MaxRetries < 0:
+		return fmt.Errorf("%w: negative MaxRetries %d", ErrInvalidConfig, cfg.MaxRetries)
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields that have defaults.
+func (cfg Config) withDefaults() Config {
+	d := DefaultConfig()
+	if cfg.Keyspace == "" {
+		cfg.Keyspace = d.Keyspace
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = d.DialTimeout
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = d.RequestTimeout
+	}
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = d.RetryBackoff
+	}
+	return cfg
+}

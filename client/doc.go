@@ -1,0 +1,61 @@
+// Package client is the Go client library of Causeway, a geo-replicated
+// key-value database.
+//
+// A Client talks gRPC (api/proto/kv/v1 and api/proto/admin/v1) to one node
+// at a time out of a list of endpoints, and owns three things a caller would
+// otherwise have to get right by hand:
+//
+//   - The causal session. The client keeps the session of causal context
+//     (package internal/causal) and sends its token with every data request;
+//     it merges the token returned by every reply. Consecutive calls of one
+//     Client therefore form one causal session: read-your-writes, monotonic
+//     reads, monotonic writes and writes-follow-reads hold even when the
+//     calls are served by different nodes or sites. SessionToken exports the
+//     session and Config.SessionToken resumes it, so that separate processes
+//     (kvctl invocations, stateless front ends) can continue one session.
+//   - Retries. Calls failing with Unavailable, ResourceExhausted or Aborted,
+//     and attempts that ran out of Config.RequestTimeout while the caller's
+//     context is still live, are retried with exponential backoff up to
+//     Config.MaxRetries times. Every mutation carries a request id
+//     (Config.ClientID plus a sequence number) that stays the same across
+//     retries, so the server applies a retried mutation at most once.
+//   - Endpoint failover. When an endpoint is unavailable the client moves to
+//     the next one and stays there until that one fails in turn.
+//
+// Errors returned by the data methods wrap the gRPC status error with the
+// operation's name ("client: put: ..."), so status.Code(err) and
+// status.FromError(err) work on them. Invalid arguments detected locally are
+// reported as codes.InvalidArgument too. A failed CompareAndSwap returns a
+// *ConflictError carrying the key's current version. A Get of a missing key
+// is not an error: the returned Item has Found false.
+//
+// Package clienttest runs an in-memory fake node for testing code built on
+// this package without a server.
+//
+// A Client is safe for concurrent use. Usage:
+//
+//	cfg := client.DefaultConfig()
+//	cfg.Endpoints = []string{"10.0.0.1:7379", "10.0.0.2:7379"}
+//	c, err := client.New(ctx, cfg)
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	v, err := c.Put(ctx, []byte("greeting"), []byte("hello"))
+//	if err != nil {
+//		return err
+//	}
+//	it, err := c.Get(ctx, []byte("greeting")) // sees the put: same session
+//	if err != nil {
+//		return err
+//	}
+//	fmt.Printf("%s (version %s, found %v)\n", it.Value, it.Version, it.Found)
+//
+//	// Optimistic update: swap only if nobody wrote since our put.
+//	_, err = c.CompareAndSwap(ctx, []byte("greeting"), client.ExpectVersion(v), []byte("hi"))
+//	var conflict *client.ConflictError
+//	if errors.As(err, &conflict) {
+//		fmt.Println("lost the race; current version", conflict.Current)
+//	}
+package client

@@ -1,0 +1,318 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+)
+
+// maxScanPage is the largest page the server returns.
+const maxScanPage = 10000
+
+// Item is one key as read by Get, BatchGet or Scan.
+type Item struct {
+	Key []byte
+	// Value is empty when Found is false or the scan asked for keys only.
+	Value []byte
+	// Version is the version read; for a missing key it is the version of
+	// its tombstone, or zero if the key was never written.
+	Version Version
+	// Found reports whether the key holds a live value.
+	Found bool
+}
+
+// Put writes value under key and returns the new version.
+func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Version, error) {
+	o := c.options(opts)
+	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
+	var resp *kvv1.PutResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].Put(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Version{}, fmt.Errorf("client: put: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	v := fromProtoVersion(resp.GetVersion())
+	c.observe(o.keyspace, key, v)
+	return v, nil
+}
+
+// Get reads the newest visible version of key. A missing (never written or
+// deleted) key is not an error: the Item has Found false.
+func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, error) {
+	o := c.options(opts)
+	req := &kvv1.GetRequest{Key: key, Consistency: o.protoConsistency()}
+	var resp *kvv1.GetResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].Get(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Item{}, fmt.Errorf("client: get: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	it := Item{Key: key, Value: resp.GetValue(), Version: fromProtoVersion(resp.GetVersion()), Found: resp.GetFound()}
+	c.observe(o.keyspace, key, it.Version)
+	return it, nil
+}
+
+// Delete writes a tombstone for key. It returns the tombstone's version and
+// whether a live value existed before.
+func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Version, existed bool, err error) {
+	o := c.options(opts)
+	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
+	var resp *kvv1.DeleteResponse
+	err = c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].Delete(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Version{}, false, fmt.Errorf("client: delete: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	v = fromProtoVersion(resp.GetVersion())
+	c.observe(o.keyspace, key, v)
+	return v, resp.GetExisted(), nil
+}
+
+// BatchGet reads several keys of one keyspace. It returns one Item per key,
+// in the order of keys.
+func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...Option) ([]Item, error) {
+	o := c.options(opts)
+	req := &kvv1.BatchGetRequest{Keys: keys, Consistency: o.protoConsistency()}
+	var resp *kvv1.BatchGetResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].BatchGet(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: batch get: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	return c.items(o.keyspace, resp.GetItems()), nil
+}
+
+// ScanOptions select the keys of a scan: either those starting with Prefix,
+// or the range [Start, End) (an empty End means no upper bound). With
+// neither, the whole keyspace is scanned.
+type ScanOptions struct {
+	Prefix []byte
+	Start  []byte
+	End    []byte
+	// Limit is, for Scan, the page size (0 means the server default of
+	// 1000; the server allows at most 10000); for ScanAll, the total number
+	// of items to return (0 means all).
+	Limit int
+	// KeysOnly leaves the values out.
+	KeysOnly bool
+	// Continuation resumes a scan from the token of a previous page; the
+	// other fields must repeat those of the first page's request.
+	Continuation []byte
+}
+
+// ScanPage is one page of a scan.
+type ScanPage struct {
+	// Items are live keys in ascending byte order.
+	Items []Item
+	// Continuation fetches the next page (in ScanOptions.Continuation); it
+	// is empty when the scan is complete.
+	Continuation []byte
+}
+
+// Scan returns one page of live keys in ascending byte order. Use ScanAll
+// to follow the continuation tokens.
+func (c *Client) Scan(ctx context.Context, so ScanOptions, opts ...Option) (ScanPage, error) {
+	o := c.options(opts)
+	if len(so.Prefix) > 0 && (len(so.Start) > 0 || len(so.End) > 0) {
+		return ScanPage{}, fmt.Errorf("client: scan: %w", invalidArgument("prefix cannot be combined with start or end"))
+	}
+	if so.Limit < 0 {
+		return ScanPage{}, fmt.Errorf("client: scan: %w", invalidArgument("negative limit %d", so.Limit))
+	}
+	req := &kvv1.ScanRequest{
+		Prefix:       so.Prefix,
+		Start:        so.Start,
+		End:          so.End,
+		Limit:        uint32(min(so.Limit, 1<<32-1)),
+		KeysOnly:     so.KeysOnly,
+		Continuation: so.Continuation,
+		Consistency:  o.protoConsistency(),
+	}
+	var resp *kvv1.ScanResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].Scan(ctx, req)
+		return err
+	})
+	if err != nil {
+		return ScanPage{}, fmt.Errorf("client: scan: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	return ScanPage{Items: c.items(o.keyspace, resp.GetItems()), Continuation: resp.GetContinuation()}, nil
+}
+
+// ScanAll iterates over the scan's live keys in ascending byte order,
+// fetching pages as needed, until so.Limit items (0 means no limit) or the
+// end. An error ends the iteration: it is yielded with a zero Item.
+//
+//	for it, err := range c.ScanAll(ctx, client.ScanOptions{Prefix: []byte("user/")}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Printf("%s=%s\n", it.Key, it.Value)
+//	}
+func (c *Client) ScanAll(ctx context.Context, so ScanOptions, opts ...Option) iter.Seq2[Item, error] {
+	return func(yield func(Item, error) bool) {
+		total := so.Limit
+		page := so
+		// The page size stays the same for every page: the server may
+		// require continued requests to repeat the first one.
+		page.Limit = min(max(total, 0), maxScanPage)
+		n := 0
+		for {
+			p, err := c.Scan(ctx, page, opts...)
+			if err != nil {
+				yield(Item{}, err)
+				return
+			}
+			for _, it := range p.Items {
+				if total > 0 && n >= total {
+					return
+				}
+				if !yield(it, nil) {
+					return
+				}
+				n++
+			}
+			if len(p.Continuation) == 0 || (total > 0 && n >= total) {
+				return
+			}
+			page.Continuation = p.Continuation
+		}
+	}
+}
+
+// Expect is the expectation of a compare-and-swap: a version
+// (ExpectVersion) or absence (ExpectAbsent). The zero Expect is invalid.
+type Expect struct {
+	version Version
+	absent  bool
+}
+
+// ExpectVersion expects the key's current version to be v.
+func ExpectVersion(v Version) Expect { return Expect{version: v} }
+
+// ExpectAbsent expects the key to be absent (never written, or deleted).
+func ExpectAbsent() Expect { return Expect{absent: true} }
+
+// Absent reports whether e expects absence.
+func (e Expect) Absent() bool { return e.absent }
+
+// Version returns the expected version; zero if e expects absence.
+func (e Expect) Version() Version { return e.version }
+
+// CompareAndSwap writes value under key if the key's current version is
+// as expected, and returns the new version. If it is not, the error is a
+// *ConflictError (errors.Is(err, ErrConflict)) with the current version.
+func (c *Client) CompareAndSwap(ctx context.Context, key []byte, expect Expect, value []byte, opts ...Option) (Version, error) {
+	return c.cas(ctx, key, expect, value, false, opts)
+}
+
+// CompareAndDelete is CompareAndSwap writing a tombstone instead of a value.
+func (c *Client) CompareAndDelete(ctx context.Context, key []byte, expect Expect, opts ...Option) (Version, error) {
+	return c.cas(ctx, key, expect, nil, true, opts)
+}
+
+func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byte, del bool, opts []Option) (Version, error) {
+	o := c.options(opts)
+	req := &kvv1.CompareAndSwapRequest{Key: key, Value: value, Delete: del, Options: c.writeOptions(o)}
+	switch {
+	case expect.absent:
+		req.Expect = &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}
+	case !expect.version.IsZero():
+		req.Expect = &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: toProtoVersion(expect.version)}
+	default:
+		return Version{}, fmt.Errorf("client: compare-and-swap: %w", invalidArgument("no expectation: use ExpectVersion with a non-zero version, or ExpectAbsent"))
+	}
+	var resp *kvv1.CompareAndSwapResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].CompareAndSwap(ctx, req)
+		return err
+	})
+	if err != nil {
+		if conflict := conflictFrom(err); conflict != nil {
+			c.observe(o.keyspace, key, conflict.Current)
+			return Version{}, conflict
+		}
+		return Version{}, fmt.Errorf("client: compare-and-swap: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	v := fromProtoVersion(resp.GetVersion())
+	c.observe(o.keyspace, key, v)
+	return v, nil
+}
+
+// HistoryEntry is one retained version of a key.
+type HistoryEntry struct {
+	Version Version
+	// Value is empty for a tombstone.
+	Value []byte
+	// Tombstone reports whether this version is a delete.
+	Tombstone bool
+}
+
+// History lists up to limit retained versions of key, newest first (limit 0
+// means the server default of 10; the server allows at most 1000). A key
+// never written has an empty history.
+func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Option) ([]HistoryEntry, error) {
+	o := c.options(opts)
+	if limit < 0 {
+		return nil, fmt.Errorf("client: history: %w", invalidArgument("negative limit %d", limit))
+	}
+	req := &kvv1.HistoryRequest{Key: key, Limit: uint32(min(limit, 1<<32-1)), Consistency: o.protoConsistency()}
+	var resp *kvv1.HistoryResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.header(o.keyspace)
+		resp, err = c.kv[ep].History(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: history: %w", err)
+	}
+	c.mergeReply(resp.GetHeader())
+	out := make([]HistoryEntry, 0, len(resp.GetVersions()))
+	for _, vv := range resp.GetVersions() {
+		out = append(out, HistoryEntry{Version: fromProtoVersion(vv.GetVersion()), Value: vv.GetValue(), Tombstone: vv.GetTombstone()})
+	}
+	if len(out) > 0 {
+		c.observe(o.keyspace, key, out[0].Version)
+	}
+	return out, nil
+}
+
+func (c *Client) writeOptions(o callOptions) *kvv1.WriteOptions {
+	return &kvv1.WriteOptions{
+		Durability: o.protoDurability(),
+		MinSites:   o.minSites,
+		RequestId:  c.requestID(),
+	}
+}
+
+func (c *Client) items(keyspace string, kvs []*kvv1.KeyValue) []Item {
+	out := make([]Item, 0, len(kvs))
+	for _, kv := range kvs {
+		it := Item{Key: kv.GetKey(), Value: kv.GetValue(), Version: fromProtoVersion(kv.GetVersion()), Found: kv.GetFound()}
+		c.observe(keyspace, it.Key, it.Version)
+		out = append(out, it)
+	}
+	return out
+}

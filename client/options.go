@@ -1,0 +1,112 @@
+package client
+
+import kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+
+// Consistency selects how a read is served.
+type Consistency int
+
+const (
+	// Causal reads from any replica that has applied everything the
+	// session has seen of the key (causal+). It is the default.
+	Causal Consistency = iota + 1
+	// Strong reads are linearizable within the local site: served by the
+	// shard leader after it confirms its leadership.
+	Strong
+)
+
+// Durability selects when a mutation is acknowledged.
+type Durability int
+
+const (
+	// DurabilityLocal acknowledges once the origin site's replica group has
+	// committed and applied the write. It is the default.
+	DurabilityLocal Durability = iota + 1
+	// DurabilitySites acknowledges once the first N sites of the key's
+	// chain applied the write; set N with WithMinSites.
+	DurabilitySites
+	// DurabilityAll acknowledges once every site of the keyspace applied
+	// the write.
+	DurabilityAll
+)
+
+// Option adjusts one call. Options that do not apply to a call (for
+// example WithDurability on a Get) are ignored.
+type Option func(*callOptions)
+
+type callOptions struct {
+	keyspace    string
+	consistency Consistency
+	durability  Durability
+	minSites    uint32
+	endpoint    string
+}
+
+// WithKeyspace makes the call use keyspace ks instead of Config.Keyspace.
+func WithKeyspace(ks string) Option {
+	return func(o *callOptions) { o.keyspace = ks }
+}
+
+// WithConsistency selects the consistency of a read (Get, BatchGet, Scan,
+// ScanAll, History).
+func WithConsistency(c Consistency) Option {
+	return func(o *callOptions) { o.consistency = c }
+}
+
+// WithDurability selects when a mutation (Put, Delete, CompareAndSwap,
+// CompareAndDelete) is acknowledged.
+func WithDurability(d Durability) Option {
+	return func(o *callOptions) { o.durability = d }
+}
+
+// WithMinSites makes a mutation wait until n sites applied it; it implies
+// DurabilitySites.
+func WithMinSites(n int) Option {
+	return func(o *callOptions) {
+		o.durability = DurabilitySites
+		o.minSites = uint32(max(n, 0))
+	}
+}
+
+// WithEndpoint sends the call to one of Config.Endpoints only, without
+// failover to the others (retries still apply). It is meant for per-node
+// calls such as Status and Snapshot.
+func WithEndpoint(addr string) Option {
+	return func(o *callOptions) { o.endpoint = addr }
+}
+
+func (c *Client) options(opts []Option) callOptions {
+	o := callOptions{keyspace: c.cfg.Keyspace}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.keyspace == "" {
+		o.keyspace = DefaultKeyspace
+	}
+	return o
+}
+
+func (o callOptions) protoConsistency() kvv1.Consistency {
+	switch o.consistency {
+	case 0:
+		return kvv1.Consistency_CONSISTENCY_UNSPECIFIED
+	case Causal:
+		return kvv1.Consistency_CONSISTENCY_CAUSAL
+	case Strong:
+		return kvv1.Consistency_CONSISTENCY_STRONG
+	}
+	return kvv1.Consistency(o.consistency) // the server rejects unknown values
+}
+
+func (o callOptions) protoDurability() kvv1.Durability {
+	switch o.durability {
+	case 0:
+		return kvv1.Durability_DURABILITY_UNSPECIFIED
+	case DurabilityLocal:
+		return kvv1.Durability_DURABILITY_LOCAL
+	case DurabilitySites:
+		return kvv1.Durability_DURABILITY_SITES
+	case DurabilityAll:
+		return kvv1.Durability_DURABILITY_ALL
+	}
+	return kvv1.Durability(o.durability) // the server rejects unknown values
+}

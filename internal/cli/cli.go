@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/causeway-db/causeway/client"
+)
+
+// Environment variables read by kvctl.
+const (
+	// EnvEndpoints is the default of --endpoints.
+	EnvEndpoints = "CAUSEWAY_ENDPOINTS"
+	// EnvSessionFile is the default of --session-file.
+	EnvSessionFile = "CAUSEWAY_SESSION_FILE"
+)
+
+// DefaultEndpoint is the client address of a kvd started without flags.
+const DefaultEndpoint = "127.0.0.1:7379"
+
+// Env is what a kvctl invocation reads and writes besides its arguments.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv looks up environment variables; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// app holds one invocation's streams and global flags.
+type app struct {
+	env Env
+
+	endpoints   string
+	keyspace    string
+	output      string
+	timeout     time.Duration
+	sessionFile string
+
+	// ran is set once cobra has parsed the command line and handed over to
+	// kvctl's own code: errors before that are usage errors.
+	ran bool
+}
+
+// Main runs kvctl with args (without the program name) and returns the exit
+// code. Errors are printed as one line "kvctl: <message>" on env.Stderr.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
+	}
+	a := &app{env: env}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code, msg := ExitUsage, errorMessage(err)
+	if a.ran {
+		code = ExitCode(err)
+	}
+	if (!a.ran || isUsageError(err)) && cmd != nil {
+		msg += fmt.Sprintf(" (see '%s --help')", cmd.CommandPath())
+	}
+	fmt.Fprintf(env.Stderr, "kvctl: %s\n", msg)
+	return code
+}
+
+const rootLong = `kvctl is the command-line client of Causeway, a geo-replicated key-value
+database.
+
+Consecutive kvctl invocations form one causal session (read-your-writes,
+monotonic reads, ...) through a session file holding the session token: it
+is read before and updated after every data command. Use a separate
+--session-file per cluster, and "none" to disable it.
+
+Versions are printed and accepted as WALL.LOGICAL@SITE, for example
+1723456789012.0@local (hybrid logical clock milliseconds and counter, and the
+site the write originated at).
+
+Environment:
+  CAUSEWAY_ENDPOINTS      default of --endpoints
+  CAUSEWAY_SESSION_FILE   default of --session-file
+
+Exit codes:
+  0  success
+  1  key not found (get of a missing or deleted key)
+  2  usage error or invalid argument (bad flags or version text, InvalidArgument
+     from the server, corrupt session file)
+  3  compare-and-swap conflict (cas found another version than expected)
+  4  unavailable or timed out (Unavailable, DeadlineExceeded)
+  5  any other error`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kvctl",
+		Short:         "Command-line client of the Causeway key-value database",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			a.ran = true
+			return a.validateGlobal()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%v", err) })
+
+	endpoints := a.env.Getenv(EnvEndpoints)
+	if endpoints == "" {
+		endpoints = DefaultEndpoint
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.endpoints, "endpoints", endpoints, "comma-separated client addresses of Causeway nodes (env "+EnvEndpoints+")")
+	pf.StringVar(&a.keyspace, "keyspace", client.DefaultKeyspace, "keyspace of data commands")
+	pf.StringVarP(&a.output, "output", "o", formatText, "output format: text or json")
+	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "deadline of the whole command, retries included (0: none)")
+	pf.StringVar(&a.sessionFile, "session-file", a.defaultSessionFile(), `file holding the causal session token; "" or "none" disables it (env `+EnvSessionFile+")")
+
+	root.AddCommand(
+		a.putCommand(),
+		a.getCommand(),
+		a.delCommand(),
+		a.scanCommand(),
+		a.casCommand(),
+		a.historyCommand(),
+		a.clusterCommand(),
+		a.adminCommand(),
+	)
+	return root
+}
+
+// defaultSessionFile is $CAUSEWAY_SESSION_FILE, else causeway/session in the
+// user's configuration directory, else none.
+func (a *app) defaultSessionFile() string {
+	if p := a.env.Getenv(EnvSessionFile); p != "" {
+		return p
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "causeway", "session")
+}
+
+func (a *app) validateGlobal() error {
+	switch a.output {
+	case formatText, "table":
+		a.output = formatText
+	case formatJSON:
+	default:
+		return usageErrorf("invalid --output %q: use text or json", a.output)
+	}
+	if a.timeout < 0 {
+		return usageErrorf("invalid --timeout %v: must not be negative", a.timeout)
+	}
+	if len(a.endpointList()) == 0 {
+		return usageErrorf("--endpoints is empty")
+	}
+	if a.keyspace == "" {
+		return usageErrorf("--keyspace is empty")
+	}
+	return nil
+}
+
+func (a *app) endpointList() []string {
+	var out []string
+	for _, e := range strings.Split(a.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (a *app) sessionPath() string {
+	if a.sessionFile == "none" {
+		return ""
+	}
+	return a.sessionFile
+}
+
+// clientConfig returns the client configuration of the global flags.
+func (a *app) clientConfig() client.Config {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = a.endpointList()
+	cfg.Keyspace = a.keyspace
+	if a.timeout > 0 {
+		cfg.DialTimeout = a.timeout
+		// Leave time to fail over from a node that hangs.
+		cfg.RequestTimeout = a.timeout
+		if len(cfg.Endpoints) > 1 {
+			cfg.RequestTimeout = a.timeout / 2
+		}
+	}
+	return cfg
+}
+
+// withClient runs fn with a client of the global flags, under the command's
+// deadline. With session set, the client resumes the session file's session
+// and the file is updated afterwards (also after a failed call: the session
+// only ever holds what replies returned).
+func (a *app) withClient(cmd *cobra.Command, session bool, fn func(ctx context.Context, c *client.Client) error) error {
+	ctx := cmd.Context()
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	cfg := a.clientConfig()
+	path := ""
+	if session {
+		path = a.sessionPath()
+	}
+	if path != "" {
+		tok, err := loadSession(path)
+		if err != nil {
+			return err
+		}
+		cfg.SessionToken = tok
+	}
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = fn(ctx, c)
+	if path != "" {
+		if tok := c.SessionToken(); len(tok) > 0 && string(tok) != string(cfg.SessionToken) {
+			if serr := saveSession(path, tok); serr != nil {
+				fmt.Fprintf(a.env.Stderr, "kvctl: warning: could not save the session to %s: %v\n", path, serr)
+			}
+		}
+	}
+	return err
+}
+
+// json reports whether the output format is JSON.
+func (a *app) json() bool { return a.output == formatJSON }
+
+// groupCommand returns a command that only holds subcommands.
+func groupCommand(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return usageErrorf("%s needs a subcommand", cmd.CommandPath())
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}

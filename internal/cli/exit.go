@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/client"
+)
+
+// Exit codes of kvctl.
+const (
+	// ExitOK: the command succeeded.
+	ExitOK = 0
+	// ExitNotFound: get of a key that does not exist (or is deleted).
+	ExitNotFound = 1
+	// ExitUsage: bad command line, invalid argument (also as reported by
+	// the server), bad version text, or a corrupt session file.
+	ExitUsage = 2
+	// ExitConflict: a cas found another version than expected.
+	ExitConflict = 3
+	// ExitUnavailable: no endpoint answered in time (Unavailable or
+	// DeadlineExceeded).
+	ExitUnavailable = 4
+	// ExitError: any other error.
+	ExitError = 5
+)
+
+// exitError is an error with a decided exit code.
+type exitError struct {
+	code  int
+	err   error
+	usage bool // a command-line mistake: point at the command's help
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf returns an error that exits with ExitUsage.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...), usage: true}
+}
+
+// isUsageError reports whether err is a command-line mistake.
+func isUsageError(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.usage
+}
+
+// withCode returns err with exit code code.
+func withCode(code int, err error) error {
+	return &exitError{code: code, err: err}
+}
+
+// ExitCode maps an error of a kvctl command to its exit code: a decided
+// code if the command set one, ExitConflict for a *client.ConflictError,
+// ExitUsage for InvalidArgument and bad client input, ExitUnavailable for
+// Unavailable and DeadlineExceeded, ExitError otherwise.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, client.ErrConflict) {
+		return ExitConflict
+	}
+	switch {
+	case errors.Is(err, client.ErrBadVersion),
+		errors.Is(err, client.ErrNoEndpoints),
+		errors.Is(err, client.ErrInvalidConfig),
+		errors.Is(err, client.ErrMalformedSession):
+		return ExitUsage
+	case errors.Is(err, context.DeadlineExceeded):
+		return ExitUnavailable
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument:
+		return ExitUsage
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return ExitUnavailable
+	}
+	return ExitError
+}
+
+// grpcStatus returns the first gRPC status error in err's chain.
+func grpcStatus(err error) (error, *status.Status) {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if gs, ok := e.(interface{ GRPCStatus() *status.Status }); ok {
+			return e, gs.GRPCStatus()
+		}
+	}
+	return nil, nil
+}
+
+// errorMessage renders err as the one line kvctl prints: the gRPC status
+// text "rpc error: code = X desc = D" becomes "D (X)" and the client
+// library's "client: " prefix is dropped.
+func errorMessage(err error) string {
+	msg := err.Error()
+	if se, st := grpcStatus(err); st != nil {
+		if inner := se.Error(); strings.HasSuffix(msg, inner) {
+			msg = strings.TrimSuffix(msg, inner) + st.Message() + " (" + st.Code().String() + ")"
+		}
+	}
+	msg = strings.TrimPrefix(msg, "client: ")
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/causeway-db/causeway/internal/causal"
+)
+
+// The session file holds the session token in standard base64 followed by
+// a newline. An empty or missing file is an empty session.
+
+// loadSession reads the session token stored at path. A missing file is an
+// empty session; a corrupt one is an ExitUsage error telling the user to
+// delete it.
+func loadSession(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session file: %w", err)
+	}
+	tok, err := decodeSessionFile(data)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("session file %s is corrupt (%v); delete it to start a new session", path, err))
+	}
+	return tok, nil
+}
+
+func decodeSessionFile(data []byte) ([]byte, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, nil
+	}
+	tok, err := base64.StdEncoding.DecodeString(string(data))
+	if err != nil {
+		return nil, errors.New("not base64")
+	}
+	if _, err := causal.DecodeSession(tok); err != nil {
+		return nil, err
+	}
+	return tok, nil
+}
+
+// saveSession stores tok at path, merged with the session the file holds
+// now (another kvctl may have saved since this one loaded). It creates the
+// directory (0700) and replaces the file (0600) atomically.
+func saveSession(path string, tok []byte) error {
+	if len(tok) == 0 {
+		return nil
+	}
+	s, err := causal.DecodeSession(tok)
+	if err != nil {
+		return err
+	}
+	if data, err := os.ReadFile(path); err == nil {
+		if cur, err := decodeSessionFile(data); err == nil {
+			if o, err := causal.DecodeSession(cur); err == nil {
+				s.Merge(o)
+			}
+		}
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	content := base64.StdEncoding.AppendEncode(nil, s.Encode())
+	content = append(content, '\n')
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(content); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
