@@ -49,7 +49,7 @@ proto: proto-tools
 	  $(PROTOS:api/proto/%=%)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 10s ./bench/...
+	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
 
 clean:
 	rm -rf bin

@@ -4,7 +4,8 @@
 //
 // Data directory layout:
 //
-//	<data-dir>/causeway.db           storage (raft logs + MVCC state of every shard)
+//	<data-dir>/raft.db               raft logs and stable stores of every shard group
+//	<data-dir>/state.db              MVCC state of every shard replica
 //	<data-dir>/snapshots/<ks>/<n>/   raft snapshots of each shard group
 //
 // A data directory that holds anything else, or a database created by

@@ -34,7 +34,11 @@ import (
 // Causeway did not write.
 var ErrForeignDataDir = errors.New("server: data directory is not a Causeway data directory")
 
-const dbFile = "causeway.db"
+// The node's two database files (docs/adr/001).
+const (
+	stateFile = "state.db"
+	raftFile  = "raft.db"
+)
 
 // Server is one running node.
 type Server struct {
@@ -42,7 +46,8 @@ type Server struct {
 	log *slog.Logger
 	reg *prometheus.Registry
 
-	db     *storage.DB
+	db     *storage.DB // MVCC state
+	logDB  *storage.DB // raft logs
 	groups []*shard.Group
 	router *router.Router
 	grpc   *grpc.Server
@@ -80,10 +85,17 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	dbCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, dbFile), storage.Identity{Site: s.cfg.Site, NodeID: s.cfg.NodeID})
-	dbCfg.NoSync = s.cfg.NoSync
-	if s.db, err = storage.Open(dbCfg, s.log, s.reg); err != nil {
-		return err
+	id := storage.Identity{Site: s.cfg.Site, NodeID: s.cfg.NodeID}
+	for _, f := range []struct {
+		file, name string
+		dst        **storage.DB
+	}{{raftFile, "raft", &s.logDB}, {stateFile, "state", &s.db}} {
+		dbCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, f.file), id)
+		dbCfg.Name = f.name
+		dbCfg.NoSync = s.cfg.NoSync
+		if *f.dst, err = storage.Open(dbCfg, s.log, s.reg); err != nil {
+			return err
+		}
 	}
 	clock := causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) })
 	shardMetrics := shard.NewMetrics(s.reg)
@@ -99,7 +111,7 @@ func (s *Server) Start() (err error) {
 			id := storage.ShardID{Keyspace: keyspace, Shard: uint32(i)}
 			_, trans := raft.NewInmemTransport(raft.ServerAddress(s.cfg.NodeID + "/" + id.String()))
 			g, err := shard.Open(id, s.cfg.Shard, shard.Deps{
-				DB: s.db, Clock: clock, Logger: s.log, Metrics: shardMetrics,
+				DB: s.db, LogDB: s.logDB, Clock: clock, Logger: s.log, Metrics: shardMetrics,
 				NodeID: s.cfg.NodeID, Transport: trans,
 			})
 			mu.Lock()
@@ -184,12 +196,12 @@ func checkDataDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	hasDB := false
+	dbs := 0
 	var foreign []string
 	for _, e := range entries {
 		switch e.Name() {
-		case dbFile:
-			hasDB = true
+		case stateFile, raftFile:
+			dbs++
 		case "snapshots":
 		default:
 			foreign = append(foreign, e.Name())
@@ -198,8 +210,8 @@ func checkDataDir(dir string) error {
 	if len(foreign) > 0 {
 		return fmt.Errorf("%w: %s contains %q; point --data-dir at an empty or Causeway directory", ErrForeignDataDir, dir, foreign)
 	}
-	if !hasDB && len(entries) > 0 {
-		return fmt.Errorf("%w: %s has snapshots but no %s; refusing to start on partial data", ErrForeignDataDir, dir, dbFile)
+	if len(entries) > 0 && dbs < 2 {
+		return fmt.Errorf("%w: %s is missing %s or %s; refusing to start on partial data", ErrForeignDataDir, dir, stateFile, raftFile)
 	}
 	return nil
 }
@@ -279,9 +291,11 @@ func (s *Server) Stop() {
 			}(g)
 		}
 		wg.Wait()
-		if s.db != nil {
-			if err := s.db.Close(); err != nil {
-				s.log.Warn("closing storage", "err", err)
+		for _, db := range []*storage.DB{s.db, s.logDB} {
+			if db != nil {
+				if err := db.Close(); err != nil {
+					s.log.Warn("closing storage", "db", db.Path(), "err", err)
+				}
 			}
 		}
 		s.log.Info("kvd stopped")

@@ -593,14 +593,17 @@ func TestRefusesForeignDataDir(t *testing.T) {
 	// A garbage database file is refused, not overwritten.
 	dir3 := t.TempDir()
 	garbage := bytes.Repeat([]byte("not a database "), 1000)
-	if err := os.WriteFile(filepath.Join(dir3, dbFile), garbage, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir3, raftFile), garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir3, stateFile), garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv3, _ := New(testConfig(dir3), quietLogger())
 	if err := srv3.Start(); !errors.Is(err, storage.ErrCorrupt) {
 		t.Fatalf("start on garbage db: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir3, dbFile)); !bytes.Equal(b, garbage) {
+	if b, _ := os.ReadFile(filepath.Join(dir3, stateFile)); !bytes.Equal(b, garbage) {
 		t.Fatal("garbage database modified")
 	}
 }

@@ -36,7 +36,10 @@ const defaultTimeout = 10 * time.Second
 
 // Deps are a group's collaborators.
 type Deps struct {
+	// DB holds the shard's MVCC state; LogDB its raft log. They may be the
+	// same database.
 	DB        *storage.DB
+	LogDB     *storage.DB
 	Clock     *causal.Clock
 	Logger    *slog.Logger
 	Metrics   *Metrics
@@ -69,6 +72,9 @@ type Group struct {
 func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if deps.LogDB == nil {
+		deps.LogDB = deps.DB
 	}
 	g := &Group{
 		id:    id,
@@ -108,7 +114,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: snapshot store: %w", id, err)
 	}
-	store := deps.DB.RaftStore(id.String())
+	store := deps.LogDB.RaftStore(id.String())
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
 		return nil, err
@@ -344,7 +350,7 @@ func (g *Group) Status() Status {
 	if _, err := fmt.Sscan(g.raft.Stats()["last_snapshot_index"], &snap); err == nil {
 		st.LastSnapshotIndex = snap
 	}
-	st.FirstLogIndex, _ = g.deps.DB.RaftStore(g.id.String()).FirstIndex()
+	st.FirstLogIndex, _ = g.deps.LogDB.RaftStore(g.id.String()).FirstIndex()
 	return st
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 
 	"time"
 
@@ -36,6 +38,8 @@ type Identity struct {
 type Config struct {
 	// Path of the database file.
 	Path string
+	// Name labels the database's metrics (db="raft", db="state").
+	Name string
 	// Identity of the owning node.
 	Identity Identity
 	// NoSync disables fsync. Only for tests and benchmarks that measure
@@ -55,6 +59,7 @@ type Config struct {
 func DefaultConfig(path string, id Identity) Config {
 	return Config{
 		Path:             path,
+		Name:             "state",
 		Identity:         id,
 		MaxBatch:         1024,
 		LockTimeout:      2 * time.Second,
@@ -67,6 +72,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Path == "":
 		return errors.New("storage: empty path")
+	case c.Name == "":
+		return errors.New("storage: Name is required")
 	case c.MaxBatch < 1:
 		return errors.New("storage: MaxBatch must be at least 1")
 	case c.Identity.Site == "" || c.Identity.NodeID == "":
@@ -82,9 +89,11 @@ type DB struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	reqs    chan *commitReq
-	closing chan struct{}
-	done    chan struct{}
+	reqs      chan *commitReq
+	closing   chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type commitReq struct {
@@ -99,6 +108,13 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	existed := false
+	if fi, err := os.Stat(cfg.Path); err == nil && fi.Size() > 0 {
+		existed = true
+	}
 	opts := &bolt.Options{
 		Timeout:         cfg.LockTimeout,
 		NoSync:          cfg.NoSync,
@@ -110,7 +126,10 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Path)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum),
+		err != nil && existed && !errors.Is(err, os.ErrPermission):
+		// bbolt reports some damaged files with plain errors ("file size
+		// too small"): an existing file it cannot open is not ours.
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, cfg.Path, err)
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
@@ -123,7 +142,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		bolt:    b,
 		cfg:     cfg,
 		log:     logger,
-		metrics: newMetrics(reg, b),
+		metrics: newMetrics(reg, b, cfg.Name),
 		reqs:    make(chan *commitReq, cfg.MaxBatch),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -169,25 +188,61 @@ func checkIdentity(b *bolt.DB, id Identity) error {
 // transaction is durable. fn may run more than once (if another function
 // batched with it fails) and must not have side effects outside tx.
 func (db *DB) Update(fn func(*Tx) error) error {
+	if db.closed() {
+		return ErrClosed
+	}
 	r := &commitReq{fn: fn, done: make(chan error, 1)}
 	select {
 	case db.reqs <- r:
 	case <-db.closing:
 		return ErrClosed
 	}
-	return <-r.done
+	select {
+	case err := <-r.done:
+		return err
+	case <-db.done:
+		// The committer has exited; it may have answered just before.
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+func (db *DB) closed() bool {
+	select {
+	case <-db.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {
-	return db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	if db.closed() {
+		return ErrClosed
+	}
+	err := db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
 }
 
 // BeginRead starts a read-only transaction that the caller must Rollback.
 // Long-lived read transactions delay file growth; use them only for
 // snapshots.
 func (db *DB) BeginRead() (*Tx, error) {
+	if db.closed() {
+		return nil, ErrClosed
+	}
 	btx, err := db.bolt.Begin(false)
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return nil, ErrClosed
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +261,17 @@ func (db *DB) Path() string { return db.cfg.Path }
 
 // Close waits for queued updates, stops the committer and closes the file.
 func (db *DB) Close() error {
-	select {
-	case <-db.closing:
+	first := false
+	db.closeOnce.Do(func() {
+		first = true
+		close(db.closing)
+		<-db.done
+		db.closeErr = db.bolt.Close()
+	})
+	if !first {
 		return ErrClosed
-	default:
 	}
-	close(db.closing)
-	<-db.done
-	return db.bolt.Close()
+	return db.closeErr
 }
 
 // commitLoop is the group committer. It owns the only bbolt write path.
@@ -270,8 +328,10 @@ func (db *DB) commit(batch []*commitReq) {
 		return
 	}
 	if failed < 0 || len(batch) == 1 {
-		// The commit itself failed (disk error): everyone gets it.
-		db.log.Error("storage commit failed", "err", err, "batch", len(batch))
+		if failed < 0 {
+			// The commit itself failed (disk error): everyone gets it.
+			db.log.Error("storage commit failed", "err", err, "batch", len(batch))
+		}
 		for _, r := range batch {
 			r.done <- err
 		}
@@ -287,10 +347,8 @@ func (db *DB) commit(batch []*commitReq) {
 // outside the group commit. fn runs exactly once. Use it for large,
 // non-repeatable writes such as restoring a snapshot from a stream.
 func (db *DB) UpdateAlone(fn func(*Tx) error) error {
-	select {
-	case <-db.closing:
+	if db.closed() {
 		return ErrClosed
-	default:
 	}
 	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
 }

@@ -1,11 +1,10 @@
-// Package storage is the only package that imports bbolt. It owns the node's
-// single database file and everything in it:
-//
-//   - the raft log and stable store of every hosted shard group (RaftStore);
-//   - the MVCC state of every hosted shard replica (ShardTx): versions of each
-//     key newest first, tombstones, the applied index and the request-id
-//     table that makes retried mutations apply once;
-//   - the node identity that refuses foreign data directories.
+// Package storage is the only package that imports bbolt. A DB is one
+// database file; a node runs two (see docs/adr/001): one holds the raft log
+// and stable store of every hosted shard group (RaftStore), the other the
+// MVCC state of every hosted shard replica (ShardTx): versions of each key
+// newest first, tombstones, the applied index and the request-id table that
+// makes retried mutations apply once. Both carry the node identity that
+// refuses foreign data directories.
 //
 // Writes go through a group committer: one goroutine, owned by DB, collects
 // every Update call that arrives while the previous transaction is being

@@ -12,24 +12,28 @@ type metrics struct {
 	batchSize     prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer, b *bolt.DB) *metrics {
+func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
+	labels := prometheus.Labels{"db": name}
 	m := &metrics{
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "storage", Name: "commit_seconds",
-			Help:    "Time to commit and fsync one group-commit transaction.",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+			Help:        "Time to commit and fsync one group-commit transaction.",
+			ConstLabels: labels,
+			Buckets:     prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "storage", Name: "commit_batch_size",
-			Help:    "Updates committed together in one transaction.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+			Help:        "Updates committed together in one transaction.",
+			ConstLabels: labels,
+			Buckets:     prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.commitSeconds, m.batchSize,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "causeway", Subsystem: "storage", Name: "bytes",
-				Help: "Size of the node's database file in bytes.",
+				Help:        "Size of the database file in bytes.",
+				ConstLabels: labels,
 			}, func() float64 {
 				var n int64
 				_ = b.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })

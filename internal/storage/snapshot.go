@@ -102,6 +102,9 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 		if err != nil {
 			return err
 		}
+		if len(k) == 0 || len(k) > bolt.MaxKeySize {
+			return fmt.Errorf("%w: record key of %d bytes", ErrBadSnapshot, len(k))
+		}
 		v, err := readChunk(bb)
 		if err != nil {
 			return err

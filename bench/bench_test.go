@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/causeway-db/causeway/internal/server"
+)
+
+// fastRaft gives the embedded server test timings so it elects quickly.
+func fastRaft(cfg *server.Config) {
+	cfg.Shards = 4
+	cfg.Shard.HeartbeatTimeout = 100 * time.Millisecond
+	cfg.Shard.ElectionTimeout = 100 * time.Millisecond
+	cfg.Shard.LeaderLeaseTimeout = 50 * time.Millisecond
+	cfg.Shard.CommitTimeout = 5 * time.Millisecond
+	cfg.Shard.GCInterval = 0
+	cfg.ShutdownGrace = 2 * time.Second
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	c := DefaultConfig()
+	c.DataDirParent = t.TempDir()
+	c.Clients = []int{2}
+	c.Duration = 300 * time.Millisecond
+	c.Warmup = 0
+	c.Keys = 50
+	c.ValueSize = 64
+	c.FsyncSamples = 5
+	c.ServerTweak = fastRaft
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("got %d results, want put and get", len(rep.Results))
+	}
+	for i, want := range []string{"put", "get"} {
+		r := rep.Results[i]
+		if r.Op != want || r.Clients != 2 {
+			t.Errorf("result %d is %s/%d, want %s/2", i, r.Op, r.Clients, want)
+		}
+		if r.Ops <= 0 || r.OpsPerSec <= 0 {
+			t.Errorf("%s: ops = %d, ops/s = %v, want > 0", r.Op, r.Ops, r.OpsPerSec)
+		}
+		if r.Errors != 0 {
+			t.Errorf("%s: %d errors: %s", r.Op, r.Errors, r.ErrorSummary())
+		}
+		if r.Latency.Count != r.Ops {
+			t.Errorf("%s: histogram holds %d samples for %d ops", r.Op, r.Latency.Count, r.Ops)
+		}
+		if r.Latency.P50Ms <= 0 || r.Latency.P99Ms < r.Latency.P50Ms {
+			t.Errorf("%s: implausible latency %+v", r.Op, r.Latency)
+		}
+	}
+	if s := rep.Results[0].Server; s == nil || s.Commits == 0 || s.MeanBatch < 1 {
+		t.Errorf("put phase server stats = %+v, want storage commits", s)
+	}
+	if rep.Results[0].CPU.Process <= 0 {
+		t.Errorf("put phase cpu = %+v, want process CPU > 0", rep.Results[0].CPU)
+	}
+	if rep.Load == nil || rep.Load.Records != 50 {
+		t.Errorf("load = %+v, want 50 records", rep.Load)
+	}
+	if !rep.Fsync || rep.DiskSync == nil || rep.DiskSync.Samples < 1 {
+		t.Errorf("fsync %v, disk sync %+v", rep.Fsync, rep.DiskSync)
+	}
+
+	md := rep.Markdown()
+	for _, want := range []string{"| op | clients | ops/s |", "| put | 2 |", "| get | 2 |", syncMethod} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	js, err := rep.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != 2 || back.Results[0].Ops != rep.Results[0].Ops {
+		t.Errorf("JSON round trip lost results: %s", js)
+	}
+}
+
+// Errors are counted apart from successes and never enter the histogram.
+func TestRunPhaseCountsErrorsSeparately(t *testing.T) {
+	res, err := RunPhase(context.Background(), PhaseSpec{Name: "x", Clients: 2, Duration: 100 * time.Millisecond},
+		func(client int) OpFunc {
+			n := 0
+			return func(ctx context.Context, _ *rand.Rand) error {
+				n++
+				if client == 1 && n%2 == 0 {
+					return KindError("boom", context.Canceled)
+				}
+				time.Sleep(time.Millisecond)
+				return nil
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops == 0 || res.Errors == 0 {
+		t.Fatalf("ops %d errors %d, want both > 0", res.Ops, res.Errors)
+	}
+	if res.Latency.Count != res.Ops {
+		t.Errorf("histogram has %d samples, want %d (successes only)", res.Latency.Count, res.Ops)
+	}
+	if res.ErrorKinds["boom"] != res.Errors {
+		t.Errorf("error kinds %v, want all %d as boom", res.ErrorKinds, res.Errors)
+	}
+}
+
+func TestWarmupExcluded(t *testing.T) {
+	var calls atomic.Int64
+	res, err := RunPhase(context.Background(), PhaseSpec{Name: "x", Clients: 1, Warmup: 100 * time.Millisecond, Duration: 200 * time.Millisecond},
+		func(int) OpFunc {
+			return func(ctx context.Context, _ *rand.Rand) error {
+				calls.Add(1)
+				time.Sleep(5 * time.Millisecond)
+				return nil
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first call starts at once, inside the warmup, so it is never
+	// measured; calls starting in the measured window are.
+	if res.Ops < 1 || res.Ops >= calls.Load() {
+		t.Errorf("measured %d of %d calls, want 0 < measured < calls", res.Ops, calls.Load())
+	}
+	if res.Latency.Count != res.Ops {
+		t.Errorf("histogram has %d samples for %d ops", res.Latency.Count, res.Ops)
+	}
+}
+
+func TestAppendKey(t *testing.T) {
+	w, err := NewKVWorkload("p/", 10, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.AppendKey(nil, 42)); got != "p/0000000042" {
+		t.Errorf("key = %q", got)
+	}
+}
