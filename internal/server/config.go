@@ -43,6 +43,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// NoSync disables fsync. Only for tests; never in production.
 	NoSync bool
+	// BootID identifies the machine's current boot; empty means read it
+	// from the kernel. (Tests set it to simulate a reboot.)
+	BootID string
 }
 
 // DefaultConfig returns the configuration of `kvd` without flags: a

@@ -5,7 +5,8 @@
 // Data directory layout:
 //
 //	<data-dir>/raft.db               raft logs and stable stores of every shard group
-//	<data-dir>/state.db              MVCC state of every shard replica
+//	<data-dir>/state.db              MVCC state of every shard replica (derived, docs/adr/006)
+//	<data-dir>/state.db.open         present while state.db is open: the boot id
 //	<data-dir>/snapshots/<ks>/<n>/   raft snapshots of each shard group
 //
 // A data directory that holds anything else, or a database created by

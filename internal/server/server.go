@@ -85,17 +85,8 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	id := storage.Identity{Site: s.cfg.Site, NodeID: s.cfg.NodeID}
-	for _, f := range []struct {
-		file, name string
-		dst        **storage.DB
-	}{{raftFile, "raft", &s.logDB}, {stateFile, "state", &s.db}} {
-		dbCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, f.file), id)
-		dbCfg.Name = f.name
-		dbCfg.NoSync = s.cfg.NoSync
-		if *f.dst, err = storage.Open(dbCfg, s.log, s.reg); err != nil {
-			return err
-		}
+	if err := s.openStorage(); err != nil {
+		return err
 	}
 	clock := causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) })
 	shardMetrics := shard.NewMetrics(s.reg)
@@ -186,6 +177,38 @@ func (s *Server) Start() (err error) {
 	return nil
 }
 
+// openStorage opens the raft log database (fsynced: it is what makes
+// writes durable) and the state database (derived from the raft snapshots
+// and logs, so not fsynced; rebuilt when a machine restart may have torn
+// it). See docs/adr/006.
+func (s *Server) openStorage() (err error) {
+	id := storage.Identity{Site: s.cfg.Site, NodeID: s.cfg.NodeID}
+	logCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, raftFile), id)
+	logCfg.Name = "raft"
+	logCfg.NoSync = s.cfg.NoSync
+	if s.logDB, err = storage.Open(logCfg, s.log, s.reg); err != nil {
+		return err
+	}
+	stateCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, stateFile), id)
+	stateCfg.Name = "state"
+	stateCfg.Derived = true
+	stateCfg.BootID = s.cfg.BootID
+	if stateCfg.BootID == "" {
+		stateCfg.BootID = storage.BootID()
+	}
+	s.db, err = storage.Open(stateCfg, s.log, s.reg)
+	if errors.Is(err, storage.ErrUnclean) {
+		s.log.Warn("the machine restarted while the node was running; rebuilding shard state from raft snapshots and logs", "reason", err)
+		for _, p := range []string{stateCfg.Path, storage.MarkerPath(stateCfg.Path)} {
+			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				return fmt.Errorf("rebuild state: %w", rerr)
+			}
+		}
+		s.db, err = storage.Open(stateCfg, s.log, s.reg)
+	}
+	return err
+}
+
 // checkDataDir creates dir if needed and refuses one that holds anything
 // other than Causeway's files.
 func checkDataDir(dir string) error {
@@ -196,13 +219,14 @@ func checkDataDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	dbs := 0
+	hasRaft := false
 	var foreign []string
 	for _, e := range entries {
 		switch e.Name() {
-		case stateFile, raftFile:
-			dbs++
-		case "snapshots":
+		case raftFile:
+			hasRaft = true
+		case stateFile:
+		case "snapshots", stateFile + ".open", stateFile + ".open.tmp":
 		default:
 			foreign = append(foreign, e.Name())
 		}
@@ -210,8 +234,10 @@ func checkDataDir(dir string) error {
 	if len(foreign) > 0 {
 		return fmt.Errorf("%w: %s contains %q; point --data-dir at an empty or Causeway directory", ErrForeignDataDir, dir, foreign)
 	}
-	if len(entries) > 0 && dbs < 2 {
-		return fmt.Errorf("%w: %s is missing %s or %s; refusing to start on partial data", ErrForeignDataDir, dir, stateFile, raftFile)
+	// state.db is derived from raft.db (and the snapshots); the reverse is
+	// not true, so a directory without raft.db is never started on.
+	if len(entries) > 0 && !hasRaft {
+		return fmt.Errorf("%w: %s has no %s; refusing to start on partial data", ErrForeignDataDir, dir, raftFile)
 	}
 	return nil
 }

@@ -639,3 +639,92 @@ func TestGarbageCollection(t *testing.T) {
 		t.Fatalf("newest version lost: %v", g)
 	}
 }
+
+// copyDir copies a data directory (a crash image when the source is live).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRebuildStateAfterReboot: the state database is not fsynced, so after
+// a machine restart with the node running it is rebuilt from the raft
+// snapshots and logs instead of being read. Simulated by copying a running
+// node's data directory, destroying the copy's state.db and starting it
+// with another boot id.
+func TestRebuildStateAfterReboot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 4
+	cfg.Shard.TrailingLogs = 8
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	for i := 0; i < 400; i++ {
+		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
+	}
+	for i := 0; i < 400; i += 5 {
+		if _, err := n.kv.Delete(ctx(t), &kvv1.DeleteRequest{Key: []byte(fmt.Sprintf("k%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.admin.Snapshot(ctx(t), &adminv1.SnapshotRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 400; i < 500; i++ { // only in the raft log
+		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
+	}
+
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	if _, err := os.Stat(filepath.Join(crash, stateFile+".open")); err != nil {
+		t.Fatalf("a running node has no open marker: %v", err)
+	}
+	// Whatever a torn state.db holds, it must not be read.
+	if err := os.WriteFile(filepath.Join(crash, stateFile), bytes.Repeat([]byte{0xAB}, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.srv.Stop()
+
+	// Same boot (a process crash): a damaged state.db is refused, not rebuilt.
+	same := testConfig(crash)
+	same.Shards, same.BootID = 4, "boot-1"
+	srv, _ := New(same, quietLogger())
+	if err := srv.Start(); !errors.Is(err, storage.ErrCorrupt) {
+		t.Fatalf("same boot, damaged state: %v", err)
+	}
+
+	rebooted := testConfig(crash)
+	rebooted.Shards, rebooted.BootID = 4, "boot-2"
+	n2 := start(t, rebooted)
+	for i := 0; i < 500; i++ {
+		g := n2.get(t, fmt.Sprintf("k%03d", i))
+		deleted := i < 400 && i%5 == 0
+		if g.Found == deleted || (!deleted && string(g.Value) != fmt.Sprint("v", i)) {
+			t.Fatalf("k%03d after rebuild: %v", i, g)
+		}
+	}
+	h, err := n2.kv.History(ctx(t), &kvv1.HistoryRequest{Key: []byte("k000")})
+	if err != nil || len(h.Versions) != 2 || !h.Versions[0].Tombstone {
+		t.Fatalf("history after rebuild: %v, %v", h, err)
+	}
+	// A clean stop removes the marker.
+	n2.srv.Stop()
+	if _, err := os.Stat(filepath.Join(crash, stateFile+".open")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("marker after clean stop: %v", err)
+	}
+}

@@ -25,6 +25,10 @@ var (
 	ErrCorrupt = errors.New("storage: database is corrupt or not a Causeway database")
 	// ErrLocked is returned when another process holds the database.
 	ErrLocked = errors.New("storage: database is in use by another process")
+	// ErrUnclean is returned by Open for a Derived database that was not
+	// closed cleanly before the machine restarted: its unsynced pages may be
+	// torn, so it must be rebuilt from its source.
+	ErrUnclean = errors.New("storage: derived database was not closed cleanly before a restart")
 )
 
 // Identity names the node a database belongs to. Open refuses a database
@@ -45,6 +49,20 @@ type Config struct {
 	// NoSync disables fsync. Only for tests and benchmarks that measure
 	// everything but the disk; never in production.
 	NoSync bool
+	// Derived marks a database whose content can be rebuilt from elsewhere
+	// (shard state, from raft snapshots and logs). Its commits are not
+	// fsynced. While it is open, a marker file (Path + ".open") holds the
+	// boot id; Close syncs the database and removes the marker. Open
+	// returns ErrUnclean, without reading the database, when the marker of
+	// an earlier boot is still there: the machine restarted before the
+	// database was closed, so unsynced pages may not have reached the disk.
+	// After a mere process crash the page cache holds every commit, the
+	// boot id matches, and Open succeeds.
+	Derived bool
+	// BootID identifies the current boot of the machine (Linux:
+	// /proc/sys/kernel/random/boot_id). Empty means unknown: every unclean
+	// close of a Derived database then counts as a restart.
+	BootID string
 	// MaxBatch is the most Update calls committed in one transaction.
 	MaxBatch int
 	// LockTimeout is how long Open waits for another process to release the
@@ -115,9 +133,14 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	if fi, err := os.Stat(cfg.Path); err == nil && fi.Size() > 0 {
 		existed = true
 	}
+	if cfg.Derived {
+		if err := checkMarker(cfg.Path, cfg.BootID); err != nil {
+			return nil, err
+		}
+	}
 	opts := &bolt.Options{
 		Timeout:         cfg.LockTimeout,
-		NoSync:          cfg.NoSync,
+		NoSync:          cfg.NoSync || cfg.Derived,
 		NoFreelistSync:  true,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: cfg.InitialMmapBytes,
@@ -137,6 +160,12 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	if err := checkIdentity(b, cfg.Identity); err != nil {
 		_ = b.Close()
 		return nil, err
+	}
+	if cfg.Derived {
+		if err := writeMarker(cfg.Path, cfg.BootID); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
 	}
 	db := &DB{
 		bolt:    b,
@@ -266,7 +295,15 @@ func (db *DB) Close() error {
 		first = true
 		close(db.closing)
 		<-db.done
-		db.closeErr = db.bolt.Close()
+		if db.cfg.Derived {
+			db.closeErr = db.bolt.Sync()
+		}
+		if err := db.bolt.Close(); db.closeErr == nil {
+			db.closeErr = err
+		}
+		if db.cfg.Derived && db.closeErr == nil {
+			db.closeErr = removeMarker(db.cfg.Path)
+		}
 	})
 	if !first {
 		return ErrClosed
