@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDefaultsFlagsAndEnv(t *testing.T) {
+	cfg, _, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Site != "local" || cfg.DataDir != "data" || cfg.ClientAddr != "127.0.0.1:7379" || cfg.HTTPAddr != "127.0.0.1:7380" || cfg.Shards != 16 {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+	t.Setenv("CAUSEWAY_SITE", "eu-west")
+	t.Setenv("CAUSEWAY_DATA_DIR", "/from/env")
+	t.Setenv("CAUSEWAY_VERSION_RETENTION", "5m")
+	cfg, _, err = parse([]string{"--data-dir", "/from/flag"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Site != "eu-west" || cfg.DataDir != "/from/flag" || cfg.Shard.VersionRetention != 5*time.Minute {
+		t.Fatalf("env/flag precedence: site %q dir %q retention %v", cfg.Site, cfg.DataDir, cfg.Shard.VersionRetention)
+	}
+}
+
+func TestParseRejectsBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--shards", "abc"}, "", "invalid value"},
+		{[]string{"--log-level", "loud"}, "", "--log-level"},
+		{[]string{"--log-format", "xml"}, "", "--log-format"},
+		{[]string{"stray"}, "", "unexpected arguments"},
+		{nil, "CAUSEWAY_MAX_VALUE_BYTES=lots", "CAUSEWAY_MAX_VALUE_BYTES"},
+	} {
+		if c.env != "" {
+			k, v, _ := strings.Cut(c.env, "=")
+			t.Setenv(k, v)
+		}
+		_, _, err := parse(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("parse(%q, %s) = %v, want error containing %q", c.args, c.env, err, c.want)
+		}
+	}
+	if _, _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+func TestRunRejectsInvalidConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"--site", "Bad Site"},
+		{"--shards", "0"},
+		{"--join", "10.0.0.1:7382"},
+		{"--client-addr", "nope"},
+	} {
+		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "invalid configuration") {
+			t.Errorf("run(%q) = %v", args, err)
+		}
+	}
+}
