@@ -1,5 +1,3 @@
-// Package placement is pure placement logic: which shard a key belongs to
-// (and, for multi-node sites, which nodes host a shard). It does no I/O.
 package placement
 
 import "hash/fnv"

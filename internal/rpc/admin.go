@@ -6,6 +6,7 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -40,7 +41,7 @@ func (a *Admin) Status(ctx context.Context, _ *adminv1.StatusRequest) (resp *adm
 		Keyspaces:     a.router.Keyspaces(),
 		StorageBytes:  uint64(a.db.Size()),
 	}
-	for _, g := range a.router.All() {
+	for _, g := range a.router.Groups() {
 		st := g.Status()
 		resp.Shards = append(resp.Shards, &adminv1.ShardStatus{
 			Keyspace:          st.ID.Keyspace,
@@ -59,10 +60,15 @@ func (a *Admin) Status(ctx context.Context, _ *adminv1.StatusRequest) (resp *adm
 // Snapshot implements adminv1.AdminServer.
 func (a *Admin) Snapshot(ctx context.Context, req *adminv1.SnapshotRequest) (resp *adminv1.SnapshotResponse, err error) {
 	defer a.metrics.observe("snapshot", time.Now(), &err)
-	groups := a.router.All()
 	if req.Keyspace != "" {
-		if groups, err = a.router.Shards(req.Keyspace); err != nil {
+		if _, err := a.router.Shards(req.Keyspace); err != nil {
 			return nil, toStatus(err)
+		}
+	}
+	var groups []*shard.Group
+	for _, g := range a.router.Groups() {
+		if req.Keyspace == "" || g.ID().Keyspace == req.Keyspace {
+			groups = append(groups, g)
 		}
 	}
 	for _, g := range groups {

@@ -36,6 +36,8 @@ var codeTable = []struct {
 	{fsm.ErrKeyNotFound, codes.NotFound},
 	{ErrCausalWait, codes.DeadlineExceeded},
 	{shard.ErrNotLeader, codes.Unavailable},
+	{ErrNoLeader, codes.Unavailable},
+	{ErrRoutingLoop, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
 	{storage.ErrClosed, codes.Unavailable},

@@ -13,6 +13,8 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/peer"
+	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -31,6 +33,11 @@ type Config struct {
 	// CausalWait is the longest a read waits for this node to catch up
 	// with the session's floor before failing with a retryable error.
 	CausalWait time.Duration
+	// FollowerWait is how long a follower waits for a floor before it
+	// forwards the read to the shard leader instead.
+	FollowerWait time.Duration
+	// LeaderWait is how long a request waits for a shard to elect a leader.
+	LeaderWait time.Duration
 }
 
 // KV implements kvv1.KVServer.
@@ -38,14 +45,21 @@ type KV struct {
 	kvv1.UnimplementedKVServer
 	cfg     Config
 	router  *router.Router
+	pool    *peer.Pool
 	clock   *causal.Clock
 	log     *slog.Logger
 	metrics *Metrics
 }
 
-// NewKV returns the data service.
-func NewKV(cfg Config, r *router.Router, clock *causal.Clock, logger *slog.Logger, m *Metrics) *KV {
-	return &KV{cfg: cfg, router: r, clock: clock, log: logger, metrics: m}
+// NewKV returns the data service. pool reaches the other nodes of the site.
+func NewKV(cfg Config, r *router.Router, pool *peer.Pool, clock *causal.Clock, logger *slog.Logger, m *Metrics) *KV {
+	if cfg.FollowerWait <= 0 {
+		cfg.FollowerWait = 100 * time.Millisecond
+	}
+	if cfg.LeaderWait <= 0 {
+		cfg.LeaderWait = 5 * time.Second
+	}
+	return &KV{cfg: cfg, router: r, pool: pool, clock: clock, log: logger, metrics: m}
 }
 
 // call is the per-request context: keyspace and session.
@@ -77,16 +91,23 @@ func (s *KV) respHeader(c *call) *kvv1.ResponseHeader {
 // Put implements kvv1.KVServer.
 func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutResponse, err error) {
 	defer s.metrics.observe("put", time.Now(), &err)
-	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
 	if err == nil {
 		err = s.cfg.Limits.Value(req.Value)
 	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	res, err := s.write(ctx, c, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
-	if err != nil {
-		return nil, toStatus(err)
+	var res causal.Version
+	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
+		res, err = s.write(ctx, c, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
+		return err
+	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
+		resp, err = kv.Put(fctx, req)
+		return err
+	})
+	if err != nil || resp != nil {
+		return resp, toStatus(err)
 	}
 	return &kvv1.PutResponse{Header: s.respHeader(c), Version: versionPB(res)}, nil
 }
@@ -94,14 +115,21 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 // Delete implements kvv1.KVServer.
 func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.DeleteResponse, err error) {
 	defer s.metrics.observe("delete", time.Now(), &err)
-	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	var existed bool
-	v, err := s.writeExisted(ctx, c, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
-	if err != nil {
-		return nil, toStatus(err)
+	var v causal.Version
+	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
+		v, err = s.writeExisted(ctx, c, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
+		return err
+	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
+		resp, err = kv.Delete(fctx, req)
+		return err
+	})
+	if err != nil || resp != nil {
+		return resp, toStatus(err)
 	}
 	return &kvv1.DeleteResponse{Header: s.respHeader(c), Version: versionPB(v), Existed: existed}, nil
 }
@@ -109,7 +137,7 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 // CompareAndSwap implements kvv1.KVServer.
 func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest) (resp *kvv1.CompareAndSwapResponse, err error) {
 	defer s.metrics.observe("cas", time.Now(), &err)
-	c, g, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
 	if err == nil && !req.Delete {
 		err = s.cfg.Limits.Value(req.Value)
 	}
@@ -132,16 +160,26 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.casFailFast(g, c, w); err != nil {
-		return nil, err
-	}
-	v, err := s.write(ctx, c, g, w, req.Options)
+	var v causal.Version
+	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
+		if err := s.casFailFast(g, c, w); err != nil {
+			return err
+		}
+		v, err = s.write(ctx, c, g, w, req.Options)
+		return err
+	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
+		resp, err = kv.CompareAndSwap(fctx, req)
+		return err
+	})
 	if err != nil {
 		var ce *condError
 		if errors.As(err, &ce) {
 			return nil, ce.status
 		}
 		return nil, toStatus(err)
+	}
+	if resp != nil {
+		return resp, nil
 	}
 	return &kvv1.CompareAndSwapResponse{Header: s.respHeader(c), Version: versionPB(v)}, nil
 }
@@ -164,26 +202,23 @@ func (s *KV) casFailFast(g *shard.Group, c *call, w *peerv1.Write) error {
 		return nil
 	}
 	c.session.Observe(c.keyspace, w.Key, cur.Version)
-	return casStatus(fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone})
+	return &condError{status: casStatus(fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone})}
 }
 
-// prepareWrite validates a mutation and routes it.
-func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*call, *shard.Group, error) {
+// prepareWrite validates a mutation and finds its shard.
+func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*call, placement.Shard, error) {
 	c, err := s.begin(h)
 	if err != nil {
-		return nil, nil, err
+		return nil, placement.Shard{}, err
 	}
 	if err := s.cfg.Limits.Key(key); err != nil {
-		return nil, nil, err
+		return nil, placement.Shard{}, err
 	}
 	if err := s.cfg.Limits.WriteOptions(o, 1); err != nil {
-		return nil, nil, err
+		return nil, placement.Shard{}, err
 	}
-	g, err := s.router.Route(c.keyspace, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, g, nil
+	sh, err := s.router.Shard(c.keyspace, key)
+	return c, sh, err
 }
 
 type condError struct{ status error }
@@ -268,12 +303,16 @@ func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv
 // get reads one key under the requested consistency and records what the
 // session saw.
 func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency, keysOnly bool) (*kvv1.KeyValue, error) {
-	g, err := s.router.Route(c.keyspace, key)
+	sh, err := s.router.Shard(c.keyspace, key)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.readBarrier(ctx, c, g, key, cons); err != nil {
+	g, addr, err := s.readTarget(ctx, c, sh, key, cons)
+	if err != nil {
 		return nil, err
+	}
+	if addr != "" {
+		return s.remoteGet(ctx, c, addr, key, cons)
 	}
 	var rec storage.Record
 	var found bool
@@ -293,28 +332,6 @@ func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency
 	return item, nil
 }
 
-// readBarrier makes g ready to serve a read: STRONG confirms leadership and
-// catches up with the commit index; CAUSAL waits (bounded) until g has
-// applied the session's floor for key.
-func (s *KV) readBarrier(ctx context.Context, c *call, g *shard.Group, key []byte, cons kvv1.Consistency) error {
-	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
-		return g.ReadBarrier(ctx)
-	}
-	floor, ok := c.session.Floor(c.keyspace, key)
-	if !ok {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.CausalWait)
-	defer cancel()
-	if err := g.WaitHLC(wctx, floor.HLC); err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: key needs version %s", ErrCausalWait, floor)
-		}
-		return err
-	}
-	return nil
-}
-
 // Scan implements kvv1.KVServer: each shard contributes up to limit keys
 // from the range, and the merge keeps the first limit.
 func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanResponse, err error) {
@@ -327,27 +344,19 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	groups, err := s.router.Shards(c.keyspace)
+	shards, err := s.router.Shards(c.keyspace)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	var all []storage.Record
 	more := false
-	for _, g := range groups {
-		if req.Consistency == kvv1.Consistency_CONSISTENCY_STRONG {
-			if err := g.ReadBarrier(ctx); err != nil {
-				return nil, toStatus(err)
-			}
-		}
-		err := g.Read(func(st *storage.ShardTx) error {
-			recs, m, err := st.Scan(sr.start, sr.end, sr.limit, req.KeysOnly)
-			all = append(all, recs...)
-			more = more || m
-			return err
-		})
+	for _, sh := range shards {
+		recs, m, err := s.scanShard(ctx, c, sh, sr, req.KeysOnly, req.Consistency)
 		if err != nil {
 			return nil, toStatus(err)
 		}
+		all = append(all, recs...)
+		more = more || m
 	}
 	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].Key, all[j].Key) < 0 })
 	if len(all) > sr.limit {
@@ -384,12 +393,21 @@ func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	g, err := s.router.Route(c.keyspace, req.Key)
-	if err == nil {
-		err = s.readBarrier(ctx, c, g, req.Key, req.Consistency)
-	}
+	sh, err := s.router.Shard(c.keyspace, req.Key)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	g, addr, err := s.readTarget(ctx, c, sh, req.Key, req.Consistency)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if addr != "" {
+		kv, err := s.pool.KV(addr)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		resp, err := kv.History(forwardCtx(ctx), req)
+		return resp, remoteErr(err)
 	}
 	var recs []storage.Record
 	if err := g.Read(func(st *storage.ShardTx) error {

@@ -32,6 +32,14 @@ type Config struct {
 	Join []string
 	// Shards is the number of shards of each keyspace created by this node.
 	Shards uint32
+	// Replicas is R, the replicas of each shard inside the site (fewer
+	// while the site has fewer nodes).
+	Replicas int
+	// DeadGrace is how long a node may be unreachable before its shard
+	// replicas are re-created on other nodes.
+	DeadGrace time.Duration
+	// GossipProfile is the memberlist profile: "lan", "wan" or "local".
+	GossipProfile string
 	// Limits bounds request sizes.
 	Limits rpc.Limits
 	// CausalWait is the longest a read waits for the node to catch up with
@@ -60,6 +68,9 @@ func DefaultConfig() Config {
 		PeerAddr:      "127.0.0.1:7381",
 		GossipAddr:    "127.0.0.1:7382",
 		Shards:        16,
+		Replicas:      3,
+		DeadGrace:     30 * time.Second,
+		GossipProfile: "lan",
 		Limits:        rpc.DefaultLimits(),
 		CausalWait:    2 * time.Second,
 		Shard:         shard.DefaultConfig(),
@@ -84,8 +95,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s address %q: %v", name, addr, err))
 		}
 	}
-	if len(c.Join) > 0 {
-		errs = append(errs, errors.New("join: this build runs single-node sites only; multi-node sites are not available yet"))
+	if c.Replicas < 1 || c.Replicas > 7 {
+		errs = append(errs, fmt.Errorf("replicas %d: must be 1 to 7", c.Replicas))
+	}
+	if c.DeadGrace <= 0 {
+		errs = append(errs, errors.New("dead grace must be positive"))
 	}
 	if c.Shards < 1 || c.Shards > 4096 {
 		errs = append(errs, fmt.Errorf("shards %d: must be 1 to 4096", c.Shards))

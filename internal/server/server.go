@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,11 +22,18 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/host"
+	"github.com/causeway-db/causeway/internal/membership"
+	"github.com/causeway-db/causeway/internal/peer"
+	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/transport"
 )
 
 // ErrForeignDataDir is returned for a data directory that holds files
@@ -46,16 +52,24 @@ type Server struct {
 	log *slog.Logger
 	reg *prometheus.Registry
 
-	db     *storage.DB // MVCC state
-	logDB  *storage.DB // raft logs
-	groups []*shard.Group
-	router *router.Router
-	grpc   *grpc.Server
-	http   *http.Server
+	db      *storage.DB // MVCC state
+	logDB   *storage.DB // raft logs
+	network *transport.Network
+	members *membership.Membership
+	pool    *peer.Pool
+	catalog *catalog.Catalog
+	host    *host.Host
+	router  *router.Router
+	grpc    *grpc.Server // client API
+	peer    *grpc.Server // peer port: raft, Node service, forwarded requests
+	http    *http.Server
 
-	clientLn, httpLn net.Listener
-	wg               sync.WaitGroup
-	stopOnce         sync.Once
+	clientLn, httpLn, peerLn net.Listener
+	killed                   bool
+	hostStop                 context.CancelFunc
+	hostDone                 chan struct{}
+	wg                       sync.WaitGroup
+	stopOnce                 sync.Once
 }
 
 // New checks cfg and returns a server that Start will run.
@@ -73,8 +87,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 // Registry returns the server's metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Start opens storage, starts every shard group and begins serving. On
-// error everything started so far is stopped again.
+// Start opens storage, joins the site and begins serving. On error
+// everything started so far is stopped again.
 func (s *Server) Start() (err error) {
 	defer func() {
 		if err != nil {
@@ -89,92 +103,123 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	clock := causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) })
-	shardMetrics := shard.NewMetrics(s.reg)
-	keyspace := rpc.DefaultKeyspace
-	groups := make([]*shard.Group, s.cfg.Shards)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var errs []error
-	for i := range groups {
-		wg.Add(1)
-		go func(i int) { // groups open in parallel: each replays its log
-			defer wg.Done()
-			id := storage.ShardID{Keyspace: keyspace, Shard: uint32(i)}
-			_, trans := raft.NewInmemTransport(raft.ServerAddress(s.cfg.NodeID + "/" + id.String()))
-			g, err := shard.Open(id, s.cfg.Shard, shard.Deps{
-				DB: s.db, LogDB: s.logDB, Clock: clock, Logger: s.log, Metrics: shardMetrics,
-				NodeID: s.cfg.NodeID, Transport: trans,
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			groups[i] = g
-		}(i)
-	}
-	wg.Wait()
-	for _, g := range groups {
-		if g != nil {
-			s.groups = append(s.groups, g)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	// Every clock reading must be above every version already stored.
-	for _, g := range groups {
-		if err := g.Read(func(tx *storage.ShardTx) error {
-			_, maxHLC := tx.Applied()
-			clock.Observe(maxHLC)
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	s.router = router.New(map[string][]*shard.Group{keyspace: groups})
 
-	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits, CausalWait: s.cfg.CausalWait}
-	m := rpc.NewMetrics(s.reg)
-	maxMsg := s.cfg.Limits.MaxValueBytes + s.cfg.Limits.MaxKeyBytes + 1<<20
-	if maxMsg < 4<<20 {
-		maxMsg = 4 << 20
+	// Listeners first, so that every address is known (port 0 in tests).
+	if s.peerLn, err = net.Listen("tcp", s.cfg.PeerAddr); err != nil {
+		return fmt.Errorf("peer listener: %w", err)
 	}
-	s.grpc = grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.ChainUnaryInterceptor(s.recoverUnary),
-	)
 	if s.clientLn, err = net.Listen("tcp", s.cfg.ClientAddr); err != nil {
 		return fmt.Errorf("client listener: %w", err)
 	}
-	kvv1.RegisterKVServer(s.grpc, rpc.NewKV(rcfg, s.router, clock, s.log, m))
-	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, s.clientLn.Addr().String(), s.router, s.db, m))
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
+	peerAddr, clientAddr := s.peerLn.Addr().String(), s.clientLn.Addr().String()
+
+	maxMsg := s.cfg.Limits.MaxValueBytes + s.cfg.Limits.MaxKeyBytes + 1<<20
+	if maxMsg < 64<<20 {
+		maxMsg = 64 << 20
+	}
+	if s.network, err = transport.New(transport.DefaultConfig(peerAddr), s.log, s.reg); err != nil {
+		return err
+	}
+	s.peer = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
+	s.network.Register(s.peer)
+	s.pool = peer.NewPool(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)))
+
+	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr})
+	mcfg.Profile = s.cfg.GossipProfile
+	if s.members, err = membership.New(mcfg, s.log, s.reg); err != nil {
+		return err
+	}
+	keyspaces := map[string]uint32{rpc.DefaultKeyspace: s.cfg.Shards}
+	catTrans, err := s.network.Transport(catalog.GroupName)
+	if err != nil {
+		return err
+	}
+	ccfg := catalog.DefaultConfig()
+	ccfg.NodeID, ccfg.PeerAddr, ccfg.ClientAddr = s.cfg.NodeID, peerAddr, clientAddr
+	ccfg.SnapshotDir = s.cfg.Shard.SnapshotDir
+	ccfg.Keyspaces = keyspaces
+	ccfg.Replicas = s.cfg.Replicas
+	ccfg.DeadGrace = s.cfg.DeadGrace
+	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = s.cfg.Shard.HeartbeatTimeout, s.cfg.Shard.ElectionTimeout, s.cfg.Shard.LeaderLeaseTimeout
+	if ccfg.HeartbeatTimeout < time.Second {
+		ccfg.RebalanceInterval = 200 * time.Millisecond
+	}
+	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
+		LogDB: s.logDB, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
+		Shards: peer.Shards{Pool: s.pool}, Logger: s.log,
+	}, len(s.cfg.Join) == 0); err != nil {
+		return err
+	}
+
+	s.host = host.New(host.Deps{
+		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logDB, Transports: s.network,
+		Base: shard.Deps{Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg)}, Logger: s.log,
+	})
+	// Every clock reading must be above every version already stored.
+	if err := s.db.View(func(tx *storage.Tx) error {
+		tx.ForEachShard(func(st *storage.ShardTx) {
+			_, maxHLC := st.Applied()
+			clock.Observe(maxHLC)
+		})
+		return nil
+	}); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	s.hostStop, s.hostDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.hostDone)
+		s.host.Run(hctx, s.catalog.Map)
+	}()
+	s.router = router.New(s.cfg.NodeID, keyspaces, s.host, s.catalog)
+
+	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits, CausalWait: s.cfg.CausalWait}
+	m := rpc.NewMetrics(s.reg)
+	kv := rpc.NewKV(rcfg, s.router, s.pool, clock, s.log, m)
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
+	kvv1.RegisterKVServer(s.grpc, kv)
+	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m))
+	kvv1.RegisterKVServer(s.peer, kv)
+	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
+
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", s.readyz)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := s.grpc.Serve(s.clientLn); err != nil {
-			s.log.Error("grpc server stopped", "err", err)
-		}
-	}()
+	s.serve(s.peer, s.peerLn, "peer")
+	s.serve(s.grpc, s.clientLn, "client")
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	s.log.Info("kvd started", "client_addr", s.ClientAddr(), "http_addr", s.HTTPAddr(),
-		"data_dir", s.cfg.DataDir, "shards", len(groups))
+	if len(s.cfg.Join) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := s.members.Join(ctx, s.cfg.Join); err != nil {
+			return fmt.Errorf("join %v: %w", s.cfg.Join, err)
+		}
+	}
+	s.log.Info("kvd started", "client_addr", clientAddr, "peer_addr", peerAddr, "gossip_addr", s.members.Local().GossipAddr,
+		"http_addr", s.HTTPAddr(), "data_dir", s.cfg.DataDir, "join", s.cfg.Join)
 	return nil
+}
+
+func (s *Server) serve(g *grpc.Server, ln net.Listener, name string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := g.Serve(ln); err != nil {
+			s.log.Error("grpc server stopped", "server", name, "err", err)
+		}
+	}()
 }
 
 // openStorage opens the raft log database (fsynced: it is what makes
@@ -255,13 +300,32 @@ func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServ
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	for _, g := range s.groups {
-		if g.Leader() == "" {
-			http.Error(w, fmt.Sprintf("shard %s has no leader", g.ID()), http.StatusServiceUnavailable)
-			return
-		}
+	if err := s.Ready(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
 	}
 	fmt.Fprintln(w, "ready")
+}
+
+// Ready reports whether the node can serve: the site catalog has a leader,
+// every replica the placement map assigns to this node is open, and each
+// of them knows its shard's leader.
+func (s *Server) Ready() error {
+	if s.catalog == nil || s.host == nil {
+		return errors.New("starting")
+	}
+	if id, _ := s.catalog.Leader(); id == "" {
+		return errors.New("the site catalog has no leader")
+	}
+	if m, _ := s.catalog.Map(); !s.hosts(m) {
+		return errors.New("shard replicas are still opening")
+	}
+	for _, g := range s.host.Groups() {
+		if g.Leader() == "" {
+			return fmt.Errorf("shard %s has no leader", g.ID())
+		}
+	}
+	return nil
 }
 
 // ClientAddr returns the address the client API listens on.
@@ -281,42 +345,117 @@ func (s *Server) HTTPAddr() string {
 }
 
 // Groups returns the shard groups hosted by this node.
-func (s *Server) Groups() []*shard.Group { return s.groups }
+func (s *Server) Groups() []*shard.Group {
+	if s.host == nil {
+		return nil
+	}
+	return s.host.Groups()
+}
+
+// Catalog returns the node's catalog replica.
+func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// PeerAddr returns the address of the peer port.
+func (s *Server) PeerAddr() string {
+	if s.peerLn == nil {
+		return ""
+	}
+	return s.peerLn.Addr().String()
+}
+
+// GossipAddr returns the address gossip listens on.
+func (s *Server) GossipAddr() string {
+	if s.members == nil {
+		return ""
+	}
+	return s.members.Local().GossipAddr
+}
+
+// hosts reports whether every replica the map assigns to this node is open.
+func (s *Server) hosts(m placement.Map) bool {
+	if len(m.Shards) == 0 {
+		return false
+	}
+	for sh, reps := range m.Shards {
+		for _, r := range reps {
+			if string(r.Node) == s.cfg.NodeID && s.host.Group(sh) == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Kill stops the node abruptly, as a crash would as far as the rest of the
+// site can tell: no graceful gossip leave, in-flight requests cut off.
+// Storage is still closed cleanly so the process can go on (tests).
+func (s *Server) Kill() {
+	s.killed = true
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	if s.peer != nil {
+		s.peer.Stop()
+	}
+	s.Stop()
+}
 
 // Stop stops serving, lets in-flight requests finish (up to
 // ShutdownGrace), and closes every component in reverse start order.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		if s.grpc != nil {
+		graceful := func(g *grpc.Server) {
 			done := make(chan struct{})
-			go func() { s.grpc.GracefulStop(); close(done) }()
+			go func() { g.GracefulStop(); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(s.cfg.ShutdownGrace):
-				s.grpc.Stop()
+				g.Stop()
 			}
-		} else if s.clientLn != nil {
-			_ = s.clientLn.Close()
+		}
+		if s.grpc != nil {
+			graceful(s.grpc)
 		}
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = s.http.Shutdown(ctx)
 			cancel()
-		} else if s.httpLn != nil {
-			_ = s.httpLn.Close()
+		}
+		if s.hostStop != nil {
+			s.hostStop()
+			<-s.hostDone
+		}
+		if s.host != nil {
+			s.host.Close()
+		}
+		if s.catalog != nil {
+			if err := s.catalog.Close(); err != nil {
+				s.log.Warn("closing catalog", "err", err)
+			}
+		}
+		if s.members != nil {
+			if !s.killed {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = s.members.Leave(ctx)
+				cancel()
+			}
+			_ = s.members.Shutdown()
+		}
+		if s.peer != nil {
+			s.peer.Stop()
+		}
+		if s.network != nil {
+			_ = s.network.Close()
+		}
+		if s.pool != nil {
+			s.pool.Close()
+		}
+		for _, ln := range []net.Listener{s.clientLn, s.httpLn, s.peerLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
 		}
 		s.wg.Wait()
-		var wg sync.WaitGroup
-		for _, g := range s.groups {
-			wg.Add(1)
-			go func(g *shard.Group) {
-				defer wg.Done()
-				if err := g.Close(); err != nil {
-					s.log.Warn("closing shard", "shard", g.ID().String(), "err", err)
-				}
-			}(g)
-		}
-		wg.Wait()
 		for _, db := range []*storage.DB{s.db, s.logDB} {
 			if db != nil {
 				if err := db.Close(); err != nil {

@@ -35,6 +35,9 @@ func testConfig(dir string) Config {
 	cfg.Shard.CommitTimeout = 5 * time.Millisecond
 	cfg.Shard.GCInterval = 0
 	cfg.ShutdownGrace = 2 * time.Second
+	cfg.PeerAddr = "127.0.0.1:0"
+	cfg.GossipAddr = "127.0.0.1:0"
+	cfg.GossipProfile = "local"
 	return cfg
 }
 
@@ -64,14 +67,7 @@ func start(t *testing.T, cfg Config) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	waitFor(t, 10*time.Second, "every shard has a leader", func() bool {
-		for _, g := range srv.Groups() {
-			if !g.IsLeader() {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, 20*time.Second, "the node is ready", func() bool { return srv.Ready() == nil })
 	return &node{srv: srv, kv: kvv1.NewKVClient(conn), admin: adminv1.NewAdminClient(conn)}
 }
 

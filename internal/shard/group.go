@@ -45,6 +45,10 @@ type Deps struct {
 	Metrics   *Metrics
 	NodeID    string
 	Transport raft.Transport
+	// Bootstrap creates the group when it has no state yet, with Peers as
+	// voters (itself alone when Peers is empty). Without it, a group with
+	// no state waits to be added by the group's leader.
+	Bootstrap bool
 	// Peers are the voters a brand-new group is bootstrapped with (itself
 	// included). Ignored when the group already has state.
 	Peers []raft.Server
@@ -126,7 +130,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
-	if !has {
+	if !has && deps.Bootstrap {
 		peers := deps.Peers
 		if len(peers) == 0 {
 			peers = []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}
@@ -202,6 +206,16 @@ func (g *Group) Leader() string {
 	_, id := g.raft.LeaderWithID()
 	return string(id)
 }
+
+// LeaderAddr returns the current leader's transport (peer) address, if
+// known.
+func (g *Group) LeaderAddr() string {
+	addr, _ := g.raft.LeaderWithID()
+	return string(addr)
+}
+
+// Raft exposes the group's raft node for configuration changes.
+func (g *Group) Raft() *raft.Raft { return g.raft }
 
 // Propose replicates cmd and returns its outcome once this replica applied
 // it. ErrNotLeader means it was not proposed.

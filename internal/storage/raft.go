@@ -135,6 +135,17 @@ func (s *RaftStore) DeleteRange(min, max uint64) error {
 	})
 }
 
+// Drop deletes the group's whole log and stable store. Used when the
+// replica moves off this node.
+func (s *RaftStore) Drop() error {
+	return s.db.Update(func(tx *Tx) error {
+		if err := tx.btx.DeleteBucket(s.bucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			return err
+		}
+		return nil
+	})
+}
+
 // Set implements raft.StableStore.
 func (s *RaftStore) Set(key, val []byte) error {
 	return s.update(bucketStable, func(b *bolt.Bucket) error { return b.Put(key, val) })

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/causeway-db/causeway/internal/causal"
@@ -273,4 +274,23 @@ func getUint64(b *bolt.Bucket, k []byte) uint64 {
 
 func putUint64(b *bolt.Bucket, k []byte, n uint64) error {
 	return b.Put(k, binary.BigEndian.AppendUint64(nil, n))
+}
+
+// DropShard deletes every bucket of shard id (its versions, state and
+// request ids). Used when the replica moves off this node.
+func (tx *Tx) DropShard(id ShardID) error {
+	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	return nil
+}
+
+// ForEachShard calls fn for every shard replica stored in the database.
+func (tx *Tx) ForEachShard(fn func(*ShardTx)) {
+	_ = tx.btx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		if len(name) > len(prefixShard) && string(name[:len(prefixShard)]) == prefixShard {
+			fn(&ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests)})
+		}
+		return nil
+	})
 }

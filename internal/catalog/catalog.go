@@ -1,0 +1,425 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// GroupName is the raft group name of the catalog.
+const GroupName = "catalog"
+
+// ErrNotLeader: the operation needs the catalog leader.
+var ErrNotLeader = errors.New("catalog: not the leader")
+
+// Config configures a node's catalog replica.
+type Config struct {
+	// NodeID, PeerAddr and ClientAddr describe this node.
+	NodeID, PeerAddr, ClientAddr string
+	// SnapshotDir holds the catalog's raft snapshots.
+	SnapshotDir string
+	// Keyspaces to place, with their shard counts.
+	Keyspaces map[string]uint32
+	// Replicas is R, the replicas per shard (fewer while the site is smaller).
+	Replicas int
+	// MaxVoters is how many catalog replicas vote; the others follow.
+	MaxVoters int
+	// RebalanceInterval is how often the leader re-plans.
+	RebalanceInterval time.Duration
+	// DeadGrace is how long a node may be unreachable before its replicas
+	// are re-created elsewhere.
+	DeadGrace time.Duration
+	// MaxConcurrentSteps bounds placement changes in flight.
+	MaxConcurrentSteps int
+	// StepTimeout bounds one placement step.
+	StepTimeout time.Duration
+	// Raft timings (LAN).
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Keyspaces:          map[string]uint32{"default": placement.DefaultShards},
+		Replicas:           3,
+		MaxVoters:          3,
+		RebalanceInterval:  time.Second,
+		DeadGrace:          30 * time.Second,
+		MaxConcurrentSteps: 4,
+		StepTimeout:        30 * time.Second,
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+	}
+}
+
+// Members reports which nodes of the site gossip says are alive.
+type Members interface {
+	// Alive returns the alive nodes of this site, and for every node that
+	// is not alive, since when it has not been.
+	Alive() (alive []Node, downSince map[string]time.Time)
+}
+
+// Shards executes the raft half of placement steps on shard groups.
+type Shards interface {
+	// Hosted reports whether node has opened its replica of s.
+	Hosted(ctx context.Context, s placement.Shard, node Node) (bool, error)
+	// AddLearner, Promote and Remove change s's raft configuration
+	// through its leader; replicas lists the shard's current replicas.
+	AddLearner(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
+	Promote(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
+	Remove(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
+	// CaughtUp reports whether node's replica has applied everything its
+	// leader had committed when asked.
+	CaughtUp(ctx context.Context, s placement.Shard, replicas []Node, node Node) (bool, error)
+}
+
+// Deps are a catalog's collaborators.
+type Deps struct {
+	LogDB     *storage.DB
+	Transport raft.Transport
+	Members   Members
+	Shards    Shards
+	Logger    *slog.Logger
+}
+
+// Catalog is this node's replica of the site catalog.
+type Catalog struct {
+	cfg  Config
+	deps Deps
+	fsm  *fsm
+	raft *raft.Raft
+	log  *slog.Logger
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Open starts this node's catalog replica. With bootstrap, a catalog with
+// no state is created with this node as its only voter (the first node of a
+// new site); otherwise a new replica waits to be added by the leader.
+func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
+	c := &Catalog{cfg: cfg, deps: deps, fsm: newFSM(), log: deps.Logger.With("group", GroupName), stop: make(chan struct{})}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = 1024
+	rc.TrailingLogs = 1024
+	rc.NoLegacyTelemetry = true
+	dir := filepath.Join(cfg.SnapshotDir, GroupName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger)
+	if err != nil {
+		return nil, err
+	}
+	store := deps.LogDB.RaftStore(GroupName)
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, err
+	}
+	if !has && bootstrap {
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, deps.Transport, conf); err != nil {
+			return nil, fmt.Errorf("catalog: bootstrap: %w", err)
+		}
+	}
+	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
+		return nil, fmt.Errorf("catalog: start raft: %w", err)
+	}
+	c.wg.Add(1)
+	go c.leaderLoop()
+	return c, nil
+}
+
+// State returns the catalog state and a channel closed when it changes.
+func (c *Catalog) State() (State, <-chan struct{}) { return c.fsm.snapshot() }
+
+// Map returns the placement map and a channel closed when it changes.
+func (c *Catalog) Map() (placement.Map, <-chan struct{}) {
+	st, ch := c.fsm.snapshot()
+	return st.Map, ch
+}
+
+// IsLeader reports whether this replica leads the catalog.
+func (c *Catalog) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// Leader returns the catalog leader's id and peer address, if known.
+func (c *Catalog) Leader() (id, addr string) {
+	a, i := c.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Close stops the replica.
+func (c *Catalog) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.stop)
+		c.wg.Wait()
+		err = c.raft.Shutdown().Error()
+	})
+	return err
+}
+
+// propose replicates cmd (leader only).
+func (c *Catalog) propose(ctx context.Context, cmd *peerv1.CatalogCommand) error {
+	if !c.IsLeader() {
+		return ErrNotLeader
+	}
+	cmd.Format = CommandFormat
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	timeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	f := c.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return ErrNotLeader
+		}
+		return err
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return err
+	}
+	return nil
+}
+
+// SetDraining marks a node draining (leader only).
+func (c *Catalog) SetDraining(ctx context.Context, nodeID string, draining bool) (uint64, error) {
+	err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Drain{Drain: &peerv1.DrainRequest{NodeId: nodeID, Draining: draining}}})
+	m, _ := c.Map()
+	return m.Epoch, err
+}
+
+// AddNode registers a node and adds it to the catalog group, as a voter
+// while the group has fewer than MaxVoters (leader only).
+func (c *Catalog) AddNode(ctx context.Context, n Node) error {
+	st, _ := c.State()
+	if cur, ok := st.Nodes[n.ID]; !ok || cur.PeerAddr != n.PeerAddr || cur.ClientAddr != n.ClientAddr {
+		if err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Node{Node: &peerv1.CatalogNode{NodeId: n.ID, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr}}}); err != nil {
+			return err
+		}
+	}
+	cf := c.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(n.ID) && s.Address == raft.ServerAddress(n.PeerAddr) {
+			return nil
+		}
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	var f raft.IndexFuture
+	if voters < c.cfg.MaxVoters {
+		f = c.raft.AddVoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
+	} else {
+		f = c.raft.AddNonvoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
+	}
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("catalog: add %s: %w", n.ID, err)
+	}
+	c.log.Info("node added to the site catalog", "node", n.ID, "peer_addr", n.PeerAddr)
+	return nil
+}
+
+// shards lists every shard of the configured keyspaces.
+func (c *Catalog) shards() []placement.Shard {
+	var out []placement.Shard
+	names := make([]string, 0, len(c.cfg.Keyspaces))
+	for ks := range c.cfg.Keyspaces {
+		names = append(names, ks)
+	}
+	sort.Strings(names)
+	for _, ks := range names {
+		for i := uint32(0); i < c.cfg.Keyspaces[ks]; i++ {
+			out = append(out, placement.Shard{Keyspace: ks, ID: i})
+		}
+	}
+	return out
+}
+
+// leaderLoop runs the leader's duties: register alive nodes, initialize the
+// placement map, rebalance.
+func (c *Catalog) leaderLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.RebalanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if !c.IsLeader() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StepTimeout)
+		if err := c.lead(ctx); err != nil && !errors.Is(err, ErrNotLeader) {
+			c.log.Warn("catalog leader round", "err", err)
+		}
+		cancel()
+	}
+}
+
+func (c *Catalog) lead(ctx context.Context) error {
+	self := Node{ID: c.cfg.NodeID, PeerAddr: c.cfg.PeerAddr, ClientAddr: c.cfg.ClientAddr}
+	if err := c.AddNode(ctx, self); err != nil {
+		return err
+	}
+	alive, downSince := c.deps.Members.Alive()
+	for _, n := range alive {
+		if err := c.AddNode(ctx, n); err != nil {
+			c.log.Warn("adding node to catalog", "node", n.ID, "err", err)
+		}
+	}
+	st, _ := c.State()
+	if len(st.Map.Shards) == 0 {
+		m := placement.NewMap(placement.Assign(c.shards(), []placement.NodeID{placement.NodeID(c.cfg.NodeID)}, c.cfg.Replicas))
+		b, err := m.Marshal()
+		if err != nil {
+			return err
+		}
+		return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_InitMap{InitMap: b}})
+	}
+	// Live: registered nodes gossip reports alive, plus nodes down for
+	// less than the grace period.
+	aliveSet := map[string]bool{c.cfg.NodeID: true}
+	for _, n := range alive {
+		aliveSet[n.ID] = true
+	}
+	var live []placement.NodeID
+	for id := range st.Nodes {
+		since, down := downSince[id]
+		if aliveSet[id] || (down && time.Since(since) < c.cfg.DeadGrace) {
+			live = append(live, placement.NodeID(id))
+		}
+	}
+	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
+	if len(steps) == 0 {
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(steps))
+	for i, s := range steps {
+		wg.Add(1)
+		go func(i int, s placement.Step) {
+			defer wg.Done()
+			errs[i] = c.execute(ctx, st, s)
+		}(i, s)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// execute carries out one step: the raft configuration change through the
+// shard leader and the map change through the catalog, in the order that
+// keeps routing safe (map first when adding, raft first when removing).
+func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error {
+	node, ok := st.Nodes[string(s.Node)]
+	if !ok {
+		node = Node{ID: string(s.Node)}
+	}
+	var replicas []Node
+	for _, r := range st.Map.Shards[s.Shard] {
+		if n, ok := st.Nodes[string(r.Node)]; ok {
+			replicas = append(replicas, n)
+		}
+	}
+	// Steps of one round run concurrently on different shards, so they
+	// are not pinned to an epoch; the FSM validates each against its
+	// shard's replicas.
+	step := func() error {
+		return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
+			Shard: &peerv1.ShardRef{Keyspace: s.Shard.Keyspace, Shard: s.Shard.ID},
+			Kind:  int32(s.Kind), NodeId: string(s.Node),
+		}}})
+	}
+	c.log.Info("placement step", "shard", s.Shard.String(), "step", s.Kind.String(), "node", s.Node)
+	switch s.Kind {
+	case placement.StepAddLearner:
+		if err := step(); err != nil {
+			return err
+		}
+		if err := c.waitHosted(ctx, s.Shard, node); err != nil {
+			return err
+		}
+		return c.deps.Shards.AddLearner(ctx, s.Shard, replicas, node)
+	case placement.StepPromote:
+		// The learner may not be in the raft configuration yet if an
+		// earlier round failed half way: adding it again is harmless.
+		if err := c.deps.Shards.AddLearner(ctx, s.Shard, replicas, node); err != nil {
+			return err
+		}
+		for {
+			ok, err := c.deps.Shards.CaughtUp(ctx, s.Shard, replicas, node)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		if err := c.deps.Shards.Promote(ctx, s.Shard, replicas, node); err != nil {
+			return err
+		}
+		return step()
+	case placement.StepRemove:
+		if err := c.deps.Shards.Remove(ctx, s.Shard, replicas, node); err != nil {
+			return err
+		}
+		return step()
+	}
+	return fmt.Errorf("catalog: unknown step kind %v", s.Kind)
+}
+
+func (c *Catalog) waitHosted(ctx context.Context, s placement.Shard, n Node) error {
+	for {
+		ok, err := c.deps.Shards.Hosted(ctx, s, n)
+		if err == nil && ok {
+			return nil
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("catalog: %s never opened its replica of %s: %w", n.ID, s, err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,16 @@
+// Package catalog is a site's authoritative configuration: the placement
+// map (shard → replicas, epoch), the registry of the site's nodes and their
+// addresses, and which nodes are draining. It is replicated by a small raft
+// group, "catalog", that every node of the site joins (the first three as
+// voters, the others as non-voters), so every node has a local, consistent
+// copy to route with. Gossip (package membership) only says who is alive.
+//
+// The FSM (fsm.go) is deterministic and in memory; raft snapshots carry it.
+// The catalog leader runs the rebalancer (rebalance.go): it compares the map
+// with the live, non-draining nodes, asks package placement for the next
+// make-before-break steps and executes them through the shard leaders.
+//
+// Goroutines: Catalog owns its raft group and, while it leads, one
+// rebalancer goroutine; Close stops both. Watch channels are closed on every
+// map change and may be used from any goroutine.
+package catalog

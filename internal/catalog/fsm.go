@@ -1,0 +1,194 @@
+package catalog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/placement"
+)
+
+// CommandFormat is the catalog command format this build writes and accepts.
+const CommandFormat = 1
+
+// Errors decided by the catalog state machine.
+var (
+	// ErrStaleEpoch: a placement step was planned against an older map.
+	ErrStaleEpoch = errors.New("catalog: stale placement epoch")
+	// ErrAlreadyInitialized: the placement map exists already.
+	ErrAlreadyInitialized = errors.New("catalog: placement already initialized")
+	// ErrUnknownCommand: a committed command this build cannot interpret.
+	ErrUnknownCommand = errors.New("catalog: unknown command")
+)
+
+// Node is a registered node of the site.
+type Node struct {
+	ID         string `json:"id"`
+	PeerAddr   string `json:"peer_addr"`
+	ClientAddr string `json:"client_addr"`
+	Draining   bool   `json:"draining,omitempty"`
+}
+
+// State is the catalog's replicated state.
+type State struct {
+	Map   placement.Map
+	Nodes map[string]Node
+}
+
+// clone returns a deep copy.
+func (s State) clone() State {
+	c := State{Map: s.Map.Clone(), Nodes: make(map[string]Node, len(s.Nodes))}
+	for k, v := range s.Nodes {
+		c.Nodes[k] = v
+	}
+	return c
+}
+
+// Draining lists the draining nodes, sorted.
+func (s State) Draining() []placement.NodeID {
+	var out []placement.NodeID
+	for id, n := range s.Nodes {
+		if n.Draining {
+			out = append(out, placement.NodeID(id))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// fsm is the catalog state machine.
+type fsm struct {
+	mu      sync.Mutex
+	state   State         // REQUIRES: mu
+	changed chan struct{} // closed on every change; REQUIRES: mu
+}
+
+func newFSM() *fsm {
+	return &fsm{state: State{Nodes: map[string]Node{}}, changed: make(chan struct{})}
+}
+
+// snapshot returns a copy of the state and a channel closed on its next change.
+func (f *fsm) snapshot() (State, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.clone(), f.changed
+}
+
+func (f *fsm) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	cmd := &peerv1.CatalogCommand{}
+	if err := proto.Unmarshal(l.Data, cmd); err != nil || cmd.Format != CommandFormat {
+		return fmt.Errorf("%w at index %d", ErrUnknownCommand, l.Index)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.applyLocked(cmd)
+	if err == nil {
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+	return err
+}
+
+// applyLocked applies one command. REQUIRES: f.mu.
+func (f *fsm) applyLocked(cmd *peerv1.CatalogCommand) error {
+	switch op := cmd.Op.(type) {
+	case *peerv1.CatalogCommand_InitMap:
+		if len(f.state.Map.Shards) > 0 {
+			return ErrAlreadyInitialized
+		}
+		m, err := placement.UnmarshalMap(op.InitMap)
+		if err != nil {
+			return err
+		}
+		f.state.Map = m
+	case *peerv1.CatalogCommand_Node:
+		n := f.state.Nodes[op.Node.NodeId]
+		n.ID, n.PeerAddr, n.ClientAddr = op.Node.NodeId, op.Node.PeerAddr, op.Node.ClientAddr
+		f.state.Nodes[n.ID] = n
+	case *peerv1.CatalogCommand_Drain:
+		n, ok := f.state.Nodes[op.Drain.NodeId]
+		if !ok {
+			return fmt.Errorf("catalog: unknown node %q", op.Drain.NodeId)
+		}
+		n.Draining = op.Drain.Draining
+		f.state.Nodes[n.ID] = n
+		f.state.Map.Epoch++ // routing and planning react to the change
+	case *peerv1.CatalogCommand_Step:
+		s := op.Step
+		// Epoch 0 skips the check: Map.Apply validates the step against
+		// the shard's current replicas anyway.
+		if s.Epoch != 0 && s.Epoch != f.state.Map.Epoch {
+			return fmt.Errorf("%w: step for epoch %d, map is at %d", ErrStaleEpoch, s.Epoch, f.state.Map.Epoch)
+		}
+		return f.state.Map.Apply(placement.Step{
+			Shard: placement.Shard{Keyspace: s.Shard.GetKeyspace(), ID: s.Shard.GetShard()},
+			Kind:  placement.StepKind(s.Kind),
+			Node:  placement.NodeID(s.NodeId),
+		})
+	default:
+		return fmt.Errorf("%w: %T", ErrUnknownCommand, cmd.Op)
+	}
+	return nil
+}
+
+type snapshotState struct {
+	Map   []byte          `json:"map"`
+	Nodes map[string]Node `json:"nodes"`
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, err := f.state.Map.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(snapshotState{Map: m, Nodes: f.state.Nodes})
+	if err != nil {
+		return nil, err
+	}
+	return snapshotBytes(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var ss snapshotState
+	if err := json.NewDecoder(rc).Decode(&ss); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	m, err := placement.UnmarshalMap(ss.Map)
+	if err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	if ss.Nodes == nil {
+		ss.Nodes = map[string]Node{}
+	}
+	f.mu.Lock()
+	f.state = State{Map: m, Nodes: ss.Nodes}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+type snapshotBytes []byte
+
+func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshotBytes) Release() {}

@@ -1,0 +1,216 @@
+// Package host owns the shard replicas of this node. It reconciles the set
+// of open shard groups with the site's placement map: a replica that the
+// map assigns to this node is opened (created empty, to be filled by the
+// group's leader, or bootstrapped when this node is the shard's only
+// replica and it has no state), and a replica the map no longer assigns is
+// closed and its data deleted.
+//
+// Goroutines: Run owns the reconcile loop until its context ends; Close
+// then closes every group. Group and Groups may be called from any
+// goroutine.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Transports hands out one raft transport per group.
+type Transports interface {
+	Transport(group string) (raft.Transport, error)
+}
+
+// Deps are the host's collaborators.
+type Deps struct {
+	NodeID     string
+	Shard      shard.Config
+	DB, LogDB  *storage.DB
+	Transports Transports
+	// Base is copied into every group's shard.Deps (clock, metrics, logger).
+	Base   shard.Deps
+	Logger *slog.Logger
+}
+
+// Host is this node's set of shard replicas.
+type Host struct {
+	deps Deps
+	log  *slog.Logger
+
+	mu     sync.RWMutex
+	groups map[placement.Shard]*shard.Group // REQUIRES: mu
+}
+
+// New returns an empty host.
+func New(deps Deps) *Host {
+	return &Host{deps: deps, log: deps.Logger, groups: map[placement.Shard]*shard.Group{}}
+}
+
+// Group returns this node's replica of s, or nil.
+func (h *Host) Group(s placement.Shard) *shard.Group {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.groups[s]
+}
+
+// Groups returns every open replica, in shard order.
+func (h *Host) Groups() []*shard.Group {
+	h.mu.RLock()
+	out := make([]*shard.Group, 0, len(h.groups))
+	for _, g := range h.groups {
+		out = append(out, g)
+	}
+	h.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].ID(), out[j].ID()
+		if a.Keyspace != b.Keyspace {
+			return a.Keyspace < b.Keyspace
+		}
+		return a.Shard < b.Shard
+	})
+	return out
+}
+
+func storageID(s placement.Shard) storage.ShardID {
+	return storage.ShardID{Keyspace: s.Keyspace, Shard: s.ID}
+}
+
+// Reconcile opens and closes replicas so that this node hosts exactly the
+// shards m assigns to it. Errors of single shards are collected; the rest
+// proceed.
+func (h *Host) Reconcile(m placement.Map) error {
+	self := placement.NodeID(h.deps.NodeID)
+	want := map[placement.Shard][]placement.Replica{}
+	for s, reps := range m.Shards {
+		for _, r := range reps {
+			if r.Node == self {
+				want[s] = reps
+			}
+		}
+	}
+	var errs []error
+	for s, reps := range want {
+		if h.Group(s) != nil {
+			continue
+		}
+		if err := h.open(s, reps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.mu.RLock()
+	var drop []placement.Shard
+	for s := range h.groups {
+		if _, ok := want[s]; !ok {
+			drop = append(drop, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range drop {
+		if err := h.drop(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *Host) open(s placement.Shard, reps []placement.Replica) error {
+	id := storageID(s)
+	trans, err := h.deps.Transports.Transport(id.String())
+	if err != nil {
+		return fmt.Errorf("host: open %s: %w", id, err)
+	}
+	d := h.deps.Base
+	d.DB, d.LogDB, d.NodeID, d.Transport = h.deps.DB, h.deps.LogDB, h.deps.NodeID, trans
+	// A shard whose only replica is this node is created here; any other
+	// new replica is empty until the shard's leader adds it.
+	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
+	g, err := shard.Open(id, h.deps.Shard, d)
+	if err != nil {
+		if c, ok := trans.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return fmt.Errorf("host: open %s: %w", id, err)
+	}
+	h.mu.Lock()
+	h.groups[s] = g
+	h.mu.Unlock()
+	h.log.Info("opened shard replica", "shard", id.String(), "bootstrap", d.Bootstrap)
+	return nil
+}
+
+// drop closes this node's replica of s and deletes its data.
+func (h *Host) drop(s placement.Shard) error {
+	h.mu.Lock()
+	g := h.groups[s]
+	delete(h.groups, s)
+	h.mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	id := storageID(s)
+	if err := g.Close(); err != nil {
+		h.log.Warn("closing dropped replica", "shard", id.String(), "err", err)
+	}
+	err := errors.Join(
+		h.deps.LogDB.RaftStore(id.String()).Drop(),
+		h.deps.DB.Update(func(tx *storage.Tx) error { return tx.DropShard(id) }),
+		os.RemoveAll(filepath.Join(h.deps.Shard.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))),
+	)
+	if err != nil {
+		return fmt.Errorf("host: drop %s: %w", id, err)
+	}
+	h.log.Info("removed shard replica", "shard", id.String())
+	return nil
+}
+
+// Run reconciles every time the map changes, until ctx ends. next returns
+// the current map and a channel closed when it changes.
+func (h *Host) Run(ctx context.Context, next func() (placement.Map, <-chan struct{})) {
+	for {
+		m, changed := next()
+		var retry <-chan time.Time
+		if len(m.Shards) > 0 {
+			if err := h.Reconcile(m); err != nil {
+				h.log.Warn("reconciling shard replicas", "err", err)
+				retry = time.After(time.Second)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-retry:
+		}
+	}
+}
+
+// Close closes every replica (their data stays).
+func (h *Host) Close() {
+	h.mu.Lock()
+	groups := h.groups
+	h.groups = map[placement.Shard]*shard.Group{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func(g *shard.Group) {
+			defer wg.Done()
+			if err := g.Close(); err != nil {
+				h.log.Warn("closing shard", "shard", g.ID().String(), "err", err)
+			}
+		}(g)
+	}
+	wg.Wait()
+}

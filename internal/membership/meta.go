@@ -1,0 +1,170 @@
+package membership
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Size limits of the Meta fields, in bytes. With them the encoded Meta is at
+// most MaxMetaSize bytes, well inside memberlist's limit of 512 bytes, which
+// leaves room for fields a later meta version may add.
+const (
+	// MaxNameLen is the longest Site or NodeID (the rule of server.Config
+	// and storage.ValidSiteName: 1 to 63 lowercase letters, digits, '-').
+	MaxNameLen = 63
+	// MaxAddrLen is the longest ClientAddr or PeerAddr.
+	MaxAddrLen = 128
+	// MaxMetaSize is the largest encoding MarshalBinary produces.
+	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen)
+)
+
+// metaVersion is the version byte MarshalBinary writes.
+const metaVersion = 1
+
+// Compile-time check that every valid Meta fits memberlist's node meta.
+var _ [memberlist.MetaMaxSize - MaxMetaSize]struct{}
+
+// Meta is what a node tells the others about itself. It travels as the
+// memberlist node meta of the node named Site + "/" + NodeID.
+type Meta struct {
+	// Site is the node's site (1 to 63 lowercase letters, digits, '-').
+	Site string
+	// NodeID names the node within its site (same rule as Site).
+	NodeID string
+	// ClientAddr is the host:port of the node's client gRPC API.
+	ClientAddr string
+	// PeerAddr is the host:port of the node's node-to-node API.
+	PeerAddr string
+}
+
+// Name is the node's memberlist name, Site + "/" + NodeID. Names are unique
+// in a cluster.
+func (m Meta) Name() string { return m.Site + "/" + m.NodeID }
+
+// Validate checks every field of m. Its errors wrap ErrInvalidMeta.
+func (m Meta) Validate() error {
+	if !validName(m.Site) {
+		return fmt.Errorf("%w: site %q: use 1-%d lowercase letters, digits or '-'", ErrInvalidMeta, m.Site, MaxNameLen)
+	}
+	if !validName(m.NodeID) {
+		return fmt.Errorf("%w: node id %q: use 1-%d lowercase letters, digits or '-'", ErrInvalidMeta, m.NodeID, MaxNameLen)
+	}
+	if err := validAddr(m.ClientAddr); err != nil {
+		return fmt.Errorf("%w: client address %q: %v", ErrInvalidMeta, m.ClientAddr, err)
+	}
+	if err := validAddr(m.PeerAddr); err != nil {
+		return fmt.Errorf("%w: peer address %q: %v", ErrInvalidMeta, m.PeerAddr, err)
+	}
+	return nil
+}
+
+// MarshalBinary encodes m: a version byte (1), then Site, NodeID,
+// ClientAddr and PeerAddr, each as a uvarint length and its bytes. It fails
+// if m is not valid.
+func (m Meta) MarshalBinary() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 1+4*2+len(m.Site)+len(m.NodeID)+len(m.ClientAddr)+len(m.PeerAddr))
+	b = append(b, metaVersion)
+	for _, f := range [...]string{m.Site, m.NodeID, m.ClientAddr, m.PeerAddr} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes b, which usually comes from another process, into
+// m. It never panics; malformed input returns an error wrapping
+// ErrMalformedMeta, and a well-formed but invalid Meta one wrapping
+// ErrInvalidMeta. Lengths must be minimal uvarints. Version 1 must have no trailing bytes; a later version is
+// read as its version-1 prefix, so that newer nodes may append fields.
+func (m *Meta) UnmarshalBinary(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("%w: empty", ErrMalformedMeta)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrMalformedMeta, len(b), memberlist.MetaMaxSize)
+	}
+	version := b[0]
+	if version == 0 {
+		return fmt.Errorf("%w: version 0", ErrMalformedMeta)
+	}
+	rest := b[1:]
+	var fields [4]string
+	limits := [4]int{MaxNameLen, MaxNameLen, MaxAddrLen, MaxAddrLen}
+	for i := range fields {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || k != uvarintLen(n) {
+			return fmt.Errorf("%w: field %d: bad length", ErrMalformedMeta, i)
+		}
+		rest = rest[k:]
+		if n > uint64(limits[i]) || n > uint64(len(rest)) {
+			return fmt.Errorf("%w: field %d: length %d out of range", ErrMalformedMeta, i, n)
+		}
+		fields[i] = string(rest[:n])
+		rest = rest[n:]
+	}
+	if version == metaVersion && len(rest) > 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrMalformedMeta, len(rest))
+	}
+	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3]}
+	if err := dec.Validate(); err != nil {
+		return err
+	}
+	*m = dec
+	return nil
+}
+
+// uvarintLen is the size of the minimal uvarint encoding of n. Decoding
+// rejects longer ones, so that every meta has one encoding.
+func uvarintLen(n uint64) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
+	}
+	return k
+}
+
+// validName reports whether s may be a Site or NodeID.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validAddr checks that s is host:port with a non-empty host and a port in
+// 1..65535, at most MaxAddrLen bytes.
+func validAddr(s string) error {
+	if len(s) > MaxAddrLen {
+		return fmt.Errorf("longer than %d bytes", MaxAddrLen)
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return fmt.Errorf("empty host")
+	}
+	for i := 0; i < len(host); i++ {
+		if host[i] <= ' ' || host[i] == 0x7f {
+			return fmt.Errorf("control or space character in host")
+		}
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return fmt.Errorf("port %q: want 1-65535", port)
+	}
+	return nil
+}

@@ -1,0 +1,6 @@
+// Package peer is node-to-node plumbing inside a site: a pool of gRPC
+// connections to other nodes' peer ports, the internal peer.v1 Node service
+// (shard scans, replica status, raft configuration changes, drain), and the
+// implementation of catalog.Shards that carries out placement steps on
+// shard groups through their leaders.
+package peer

@@ -1,0 +1,287 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Local gives the service this node's replicas.
+type Local interface {
+	Group(s placement.Shard) *shard.Group
+}
+
+// Service implements peerv1.NodeServer.
+type Service struct {
+	peerv1.UnimplementedNodeServer
+	local   Local
+	catalog *catalog.Catalog
+	pool    *Pool
+}
+
+// NewService returns the Node service of this node.
+func NewService(local Local, cat *catalog.Catalog, pool *Pool) *Service {
+	return &Service{local: local, catalog: cat, pool: pool}
+}
+
+func shardOf(r *peerv1.ShardRef) (placement.Shard, error) {
+	if r == nil || r.Keyspace == "" {
+		return placement.Shard{}, status.Error(codes.InvalidArgument, "peer: shard is required")
+	}
+	return placement.Shard{Keyspace: r.Keyspace, ID: r.Shard}, nil
+}
+
+func (s *Service) group(r *peerv1.ShardRef) (*shard.Group, error) {
+	sh, err := shardOf(r)
+	if err != nil {
+		return nil, err
+	}
+	g := s.local.Group(sh)
+	if g == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "peer: shard %s is not hosted here", sh)
+	}
+	return g, nil
+}
+
+// ScanShard implements peerv1.NodeServer.
+func (s *Service) ScanShard(ctx context.Context, req *peerv1.ScanShardRequest) (*peerv1.ScanShardResponse, error) {
+	g, err := s.group(req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	if req.Limit == 0 || req.Limit > 100000 {
+		return nil, status.Error(codes.InvalidArgument, "peer: scan limit must be 1 to 100000")
+	}
+	if req.Strong {
+		if err := g.ReadBarrier(ctx); err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+	}
+	resp := &peerv1.ScanShardResponse{}
+	err = g.Read(func(st *storage.ShardTx) error {
+		recs, more, err := st.Scan(req.Start, req.End, int(req.Limit), req.KeysOnly)
+		for _, r := range recs {
+			resp.Items = append(resp.Items, &peerv1.ScanItem{Key: r.Key, Value: r.Value, Hlc: r.Version.HLC, Site: r.Version.Site})
+		}
+		resp.More = more
+		return err
+	})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return resp, nil
+}
+
+// ReplicaStatus implements peerv1.NodeServer.
+func (s *Service) ReplicaStatus(ctx context.Context, req *peerv1.ReplicaStatusRequest) (*peerv1.ReplicaStatusResponse, error) {
+	sh, err := shardOf(req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	g := s.local.Group(sh)
+	if g == nil {
+		return &peerv1.ReplicaStatusResponse{}, nil
+	}
+	st := g.Status()
+	return &peerv1.ReplicaStatusResponse{
+		Hosted: true, State: st.State, LeaderId: st.Leader, LeaderAddr: g.LeaderAddr(),
+		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: g.Raft().AppliedIndex(), LastIndex: g.Raft().LastIndex(),
+	}, nil
+}
+
+// ChangeReplicas implements peerv1.NodeServer: the receiving node must lead
+// the shard.
+func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicasRequest) (*peerv1.ChangeReplicasResponse, error) {
+	g, err := s.group(req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	if !g.IsLeader() {
+		return nil, status.Errorf(codes.Unavailable, "peer: not the leader of %s (leader %q)", g.ID(), g.Leader())
+	}
+	r := g.Raft()
+	id, addr := raft.ServerID(req.NodeId), raft.ServerAddress(req.PeerAddr)
+	if req.NodeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "peer: node id is required")
+	}
+	cf := r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	var cur *raft.Server
+	for _, srv := range cf.Configuration().Servers {
+		if srv.ID == id {
+			srv := srv
+			cur = &srv
+		}
+	}
+	var f raft.IndexFuture
+	switch req.Op {
+	case peerv1.ChangeReplicasRequest_OP_ADD_LEARNER:
+		if cur != nil {
+			return &peerv1.ChangeReplicasResponse{}, nil
+		}
+		f = r.AddNonvoter(id, addr, 0, 10*time.Second)
+	case peerv1.ChangeReplicasRequest_OP_PROMOTE:
+		if cur != nil && cur.Suffrage == raft.Voter {
+			return &peerv1.ChangeReplicasResponse{}, nil
+		}
+		f = r.AddVoter(id, addr, 0, 10*time.Second)
+	case peerv1.ChangeReplicasRequest_OP_REMOVE:
+		if cur == nil {
+			return &peerv1.ChangeReplicasResponse{}, nil
+		}
+		if g.Leader() == req.NodeId {
+			// Hand leadership over first; the caller retries.
+			if err := r.LeadershipTransfer().Error(); err != nil {
+				return nil, status.Errorf(codes.Unavailable, "peer: transferring leadership of %s: %v", g.ID(), err)
+			}
+			return nil, status.Errorf(codes.Unavailable, "peer: leadership of %s transferred; retry the removal", g.ID())
+		}
+		f = r.RemoveServer(id, 0, 10*time.Second)
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "peer: unknown op %v", req.Op)
+	}
+	if err := f.Error(); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "peer: %v %s on %s: %v", req.Op, req.NodeId, g.ID(), err)
+	}
+	return &peerv1.ChangeReplicasResponse{Index: f.Index()}, nil
+}
+
+// Drain implements peerv1.NodeServer; it forwards to the catalog leader.
+func (s *Service) Drain(ctx context.Context, req *peerv1.DrainRequest) (*peerv1.DrainResponse, error) {
+	if req.NodeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "peer: node id is required")
+	}
+	st, _ := s.catalog.State()
+	if _, ok := st.Nodes[req.NodeId]; !ok {
+		return nil, status.Errorf(codes.NotFound, "peer: unknown node %q", req.NodeId)
+	}
+	if s.catalog.IsLeader() {
+		epoch, err := s.catalog.SetDraining(ctx, req.NodeId, req.Draining)
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		return &peerv1.DrainResponse{Epoch: epoch}, nil
+	}
+	_, addr := s.catalog.Leader()
+	if addr == "" {
+		return nil, status.Error(codes.Unavailable, "peer: the site catalog has no leader")
+	}
+	c, err := s.pool.Node(addr)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return c.Drain(ctx, req)
+}
+
+// Placement implements peerv1.NodeServer.
+func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*peerv1.PlacementResponse, error) {
+	m, _ := s.catalog.Map()
+	b, err := m.Marshal()
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch}, nil
+}
+
+// Shards implements catalog.Shards over the peer service.
+type Shards struct {
+	Pool *Pool
+}
+
+var _ catalog.Shards = Shards{}
+
+func ref(s placement.Shard) *peerv1.ShardRef {
+	return &peerv1.ShardRef{Keyspace: s.Keyspace, Shard: s.ID}
+}
+
+// Hosted implements catalog.Shards.
+func (x Shards) Hosted(ctx context.Context, s placement.Shard, n catalog.Node) (bool, error) {
+	c, err := x.Pool.Node(n.PeerAddr)
+	if err != nil {
+		return false, err
+	}
+	st, err := c.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)})
+	if err != nil {
+		return false, err
+	}
+	return st.Hosted, nil
+}
+
+// leader finds the shard leader among replicas.
+func (x Shards) leader(ctx context.Context, s placement.Shard, replicas []catalog.Node) (peerv1.NodeClient, *peerv1.ReplicaStatusResponse, error) {
+	for _, n := range replicas {
+		c, err := x.Pool.Node(n.PeerAddr)
+		if err != nil {
+			continue
+		}
+		st, err := c.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)})
+		if err != nil || !st.Hosted || st.LeaderAddr == "" {
+			continue
+		}
+		if st.State == raft.Leader.String() {
+			return c, st, nil
+		}
+		lc, err := x.Pool.Node(st.LeaderAddr)
+		if err != nil {
+			continue
+		}
+		if lst, err := lc.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)}); err == nil && lst.State == raft.Leader.String() {
+			return lc, lst, nil
+		}
+	}
+	return nil, nil, errors.New("peer: no leader found for " + s.String())
+}
+
+func (x Shards) change(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node, op peerv1.ChangeReplicasRequest_Op) error {
+	c, _, err := x.leader(ctx, s, replicas)
+	if err != nil {
+		return err
+	}
+	_, err = c.ChangeReplicas(ctx, &peerv1.ChangeReplicasRequest{Shard: ref(s), Op: op, NodeId: n.ID, PeerAddr: n.PeerAddr})
+	return err
+}
+
+// AddLearner implements catalog.Shards.
+func (x Shards) AddLearner(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) error {
+	return x.change(ctx, s, replicas, n, peerv1.ChangeReplicasRequest_OP_ADD_LEARNER)
+}
+
+// Promote implements catalog.Shards.
+func (x Shards) Promote(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) error {
+	return x.change(ctx, s, replicas, n, peerv1.ChangeReplicasRequest_OP_PROMOTE)
+}
+
+// Remove implements catalog.Shards.
+func (x Shards) Remove(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) error {
+	return x.change(ctx, s, replicas, n, peerv1.ChangeReplicasRequest_OP_REMOVE)
+}
+
+// CaughtUp implements catalog.Shards: the learner has applied at least the
+// leader's commit index as of the call.
+func (x Shards) CaughtUp(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) (bool, error) {
+	_, lst, err := x.leader(ctx, s, replicas)
+	if err != nil {
+		return false, err
+	}
+	c, err := x.Pool.Node(n.PeerAddr)
+	if err != nil {
+		return false, err
+	}
+	st, err := c.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)})
+	if err != nil {
+		return false, err
+	}
+	return st.Hosted && st.AppliedIndex >= lst.CommitIndex, nil
+}

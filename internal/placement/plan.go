@@ -1,0 +1,142 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Priorities of the steps Plan proposes, most urgent first. When
+// maxConcurrent cuts the list, work that finishes a move in flight or
+// restores redundancy goes before work that only improves balance.
+const (
+	prioDropLearner   = iota + 1 // remove a learner that is not wanted
+	prioPromote                  // promote a wanted learner
+	prioRemoveDead               // remove a voter on a dead node, replacement done
+	prioAddUnder                 // add a learner to a group short of live voters
+	prioRemoveSurplus            // remove a live voter that is not wanted, replacement done
+	prioAddMove                  // add a learner to move a replica for balance or draining
+)
+
+// Plan returns the next membership changes that move current towards the
+// target Assign(shards, live minus draining, r): at most one step per shard
+// and at most maxConcurrent steps (values below 1 mean 1), most urgent
+// first. It returns nothing when current already is the target.
+//
+// A node in draining or in current but not in live receives no new replica;
+// a node not in live is dead. Shards listed but absent from current, and
+// shards of current that are not listed, are left alone, and so is a shard
+// whose live voters are not a majority of its voters (see LostQuorum) or
+// for which no node is eligible. For every other shard the rules, in order:
+//
+//  1. A learner on a dead node or on a node outside the target is removed.
+//  2. A learner on a target node is promoted. (The driver promotes it once
+//     it has caught up.) Nothing else happens to a group with a learner.
+//  3. If a target node holds no replica, a learner is added on the first
+//     such node in preference order. Voters that are not wanted stay.
+//  4. Otherwise every target node holds a voter, and one unwanted voter is
+//     removed: one on a dead node first, then one on a live node (draining
+//     or moved away), provided the remaining live voters are a majority.
+//
+// So a voter on a dead node is treated as a voter that does not help: it
+// still counts in the group's quorum size, it is replaced first (rule 3)
+// and removed only when every target node holds a voter (rule 4). No step
+// ever leaves a shard with fewer voters than min(its voters, the target
+// size), removes the last voter, or takes a group's live voters below a
+// majority. Apply every step to current, then call Plan again; repeating
+// this converges on the target in at most learners + 2*target + voters
+// steps per shard while the node sets stay the same.
+func Plan(current Map, shards []Shard, live []NodeID, draining []NodeID, r int, maxConcurrent int) []Step {
+	isLive := setOf(live)
+	isDraining := setOf(draining)
+	var eligible []NodeID
+	for _, n := range live {
+		if !isDraining[n] {
+			eligible = append(eligible, n)
+		}
+	}
+	ss := uniqueShards(shards)
+	target := Assign(ss, eligible, r)
+
+	type candidate struct {
+		step Step
+		prio int
+	}
+	var cands []candidate
+	for _, s := range ss {
+		reps, ok := current.Shards[s]
+		if !ok {
+			continue
+		}
+		if step, prio, ok := planShard(s, normalize(reps), target[s], isLive); ok {
+			cands = append(cands, candidate{step: step, prio: prio})
+		}
+	}
+	// Stable: within a priority, shards stay in keyspace, id order.
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(a.prio, b.prio) })
+	limit := max(maxConcurrent, 1)
+	steps := make([]Step, 0, min(len(cands), limit))
+	for _, c := range cands[:min(len(cands), limit)] {
+		steps = append(steps, c.step)
+	}
+	return steps
+}
+
+// planShard returns the next step of one shard, whose replicas reps are
+// normalized, towards the target nodes want (in preference order), and its
+// priority; ok is false when the shard needs nothing or must be left alone.
+func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (step Step, prio int, ok bool) {
+	if len(want) == 0 || !hasQuorum(reps, live) {
+		return Step{}, 0, false
+	}
+	wanted := setOf(want)
+	held := make(map[NodeID]bool, len(reps))
+	liveVoters, allVoters := 0, 0
+	for _, r := range reps {
+		held[r.Node] = true
+		if r.Voter {
+			allVoters++
+			if live[r.Node] {
+				liveVoters++
+			}
+		}
+	}
+	mk := func(kind StepKind, n NodeID, p int) (Step, int, bool) {
+		return Step{Shard: s, Kind: kind, Node: n}, p, true
+	}
+
+	// Rules 1 and 2: learners first.
+	for _, r := range reps {
+		if !r.Voter && (!live[r.Node] || !wanted[r.Node]) {
+			return mk(StepRemove, r.Node, prioDropLearner)
+		}
+	}
+	for _, r := range reps {
+		if !r.Voter {
+			return mk(StepPromote, r.Node, prioPromote)
+		}
+	}
+
+	// Rule 3: make before break.
+	for _, n := range want {
+		if !held[n] {
+			if liveVoters < len(want) {
+				return mk(StepAddLearner, n, prioAddUnder)
+			}
+			return mk(StepAddLearner, n, prioAddMove)
+		}
+	}
+
+	// Rule 4: every wanted node holds a voter; break.
+	for _, r := range reps {
+		if !wanted[r.Node] && !live[r.Node] {
+			// Live voters unchanged, total one less: quorum kept.
+			return mk(StepRemove, r.Node, prioRemoveDead)
+		}
+	}
+	for _, r := range reps {
+		if !wanted[r.Node] && liveVoters-1 >= (allVoters-1)/2+1 {
+			return mk(StepRemove, r.Node, prioRemoveSurplus)
+		}
+	}
+	return Step{}, 0, false
+}

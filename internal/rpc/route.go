@@ -1,0 +1,263 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Routing errors.
+var (
+	// ErrNoLeader: the shard has no reachable leader right now. Retryable.
+	ErrNoLeader = errors.New("rpc: shard has no leader")
+	// ErrRoutingLoop: a request was forwarded too many times. Retryable.
+	ErrRoutingLoop = errors.New("rpc: request forwarded too many times")
+)
+
+// hopsKey is the metadata key counting how often a request was forwarded.
+const (
+	hopsKey = "causeway-hops"
+	maxHops = 3
+)
+
+func hopsIn(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(hopsKey); len(v) > 0 {
+		n, _ := strconv.Atoi(v[0])
+		return n
+	}
+	return 0
+}
+
+// forwardCtx returns the outgoing context of a forwarded request.
+func forwardCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hopsIn(ctx)+1))
+}
+
+// remoteErr passes a remote status through and turns transport failures
+// into UNAVAILABLE.
+func remoteErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// leaderTarget returns this node's replica of sh if it leads, or the peer
+// address of the leader; it waits up to LeaderWait for an election.
+func (s *KV) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
+	if hopsIn(ctx) >= maxHops {
+		return nil, "", ErrRoutingLoop
+	}
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	for {
+		if g := s.router.Local(sh); g != nil {
+			if g.IsLeader() {
+				return g, "", nil
+			}
+			if addr := g.LeaderAddr(); addr != "" {
+				return nil, addr, nil
+			}
+		} else if reps, _ := s.router.Replicas(sh); len(reps) > 0 {
+			// Any replica knows its leader and forwards once more.
+			return nil, reps[0].PeerAddr, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, "", fmt.Errorf("%w: %s", ErrNoLeader, sh)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// onLeader runs local on the shard leader, here or, through forward, on
+// the node that leads it. A leadership change between choosing and
+// proposing is retried.
+func (s *KV) onLeader(ctx context.Context, sh placement.Shard, local func(*shard.Group) error, forward func(kvv1.KVClient, context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		g, addr, err := s.leaderTarget(ctx, sh)
+		if err != nil {
+			return err
+		}
+		if addr != "" {
+			kv, err := s.pool.KV(addr)
+			if err != nil {
+				return err
+			}
+			s.metrics.forwarded.Inc()
+			return remoteErr(forward(kv, forwardCtx(ctx)))
+		}
+		err = local(g)
+		if errors.Is(err, shard.ErrNotLeader) && attempt < 3 {
+			continue
+		}
+		return err
+	}
+}
+
+// readTarget decides where a read of key is served: STRONG on the leader;
+// CAUSAL on this node's replica once it has applied the session's floor
+// (waiting up to FollowerWait, or CausalWait on the leader), else on the
+// leader, else on another replica.
+func (s *KV) readTarget(ctx context.Context, c *call, sh placement.Shard, key []byte, cons kvv1.Consistency) (*shard.Group, string, error) {
+	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+		g, addr, err := s.leaderTarget(ctx, sh)
+		if err == nil && g != nil {
+			err = g.ReadBarrier(ctx)
+		}
+		return g, addr, err
+	}
+	if hopsIn(ctx) >= maxHops {
+		return nil, "", ErrRoutingLoop
+	}
+	floor, hasFloor := c.session.Floor(c.keyspace, key)
+	return s.causalTarget(ctx, sh, floor.HLC, hasFloor)
+}
+
+// causalTarget serves a CAUSAL read that needs the replica to have applied
+// floorHLC (when hasFloor).
+func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint64, hasFloor bool) (*shard.Group, string, error) {
+	g := s.router.Local(sh)
+	if g == nil {
+		reps, _ := s.router.Replicas(sh)
+		if len(reps) == 0 {
+			// The placement is not known here yet, or the replica is
+			// still opening: wait like a leader lookup does.
+			return s.leaderTarget(ctx, sh)
+		}
+		s.metrics.forwarded.Inc()
+		return nil, reps[rand.IntN(len(reps))].PeerAddr, nil
+	}
+	if !hasFloor {
+		s.metrics.followerRead(g.IsLeader())
+		return g, "", nil
+	}
+	wait := s.cfg.CausalWait
+	if !g.IsLeader() {
+		wait = s.cfg.FollowerWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := g.WaitHLC(wctx, floorHLC)
+	switch {
+	case err == nil:
+		s.metrics.followerRead(g.IsLeader())
+		return g, "", nil
+	case ctx.Err() != nil:
+		return nil, "", ctx.Err()
+	case !g.IsLeader() && g.LeaderAddr() != "":
+		s.metrics.floorWaits.Inc()
+		s.metrics.forwarded.Inc()
+		return nil, g.LeaderAddr(), nil
+	}
+	return nil, "", fmt.Errorf("%w: %s needs HLC %d", ErrCausalWait, sh, floorHLC)
+}
+
+// remoteGet reads one key on another node, carrying and merging the
+// session.
+func (s *KV) remoteGet(ctx context.Context, c *call, addr string, key []byte, cons kvv1.Consistency) (*kvv1.KeyValue, error) {
+	kv, err := s.pool.KV(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kv.Get(forwardCtx(ctx), &kvv1.GetRequest{
+		Header: &kvv1.RequestHeader{Keyspace: c.keyspace, Session: c.session.Encode()},
+		Key:    key, Consistency: cons,
+	})
+	if err != nil {
+		return nil, remoteErr(err)
+	}
+	if err := s.mergeSession(c, resp.Header); err != nil {
+		return nil, err
+	}
+	return &kvv1.KeyValue{Key: key, Found: resp.Found, Value: resp.Value, Version: resp.Version}, nil
+}
+
+func (s *KV) mergeSession(c *call, h *kvv1.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	sess, err := causal.DecodeSession(h.Session)
+	if err != nil {
+		return fmt.Errorf("rpc: session from peer: %w", err)
+	}
+	c.session.Merge(sess)
+	return nil
+}
+
+// scanShard scans one shard here or on the node chosen for it.
+func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scanRange, keysOnly bool, cons kvv1.Consistency) ([]storage.Record, bool, error) {
+	var g *shard.Group
+	var addr string
+	var err error
+	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+		g, addr, err = s.leaderTarget(ctx, sh)
+		if err == nil && g != nil {
+			err = g.ReadBarrier(ctx)
+		}
+	} else {
+		// The replica must have applied the session's floors of every key
+		// of this shard inside the range.
+		var floor uint64
+		for fk, v := range c.session.Keys {
+			ks, key, ok := bytes.Cut([]byte(fk), []byte{0})
+			if !ok || string(ks) != c.keyspace || bytes.Compare(key, sr.start) < 0 || (len(sr.end) > 0 && bytes.Compare(key, sr.end) >= 0) {
+				continue
+			}
+			if k, _ := s.router.Shard(c.keyspace, key); k == sh && v.HLC > floor {
+				floor = v.HLC
+			}
+		}
+		g, addr, err = s.causalTarget(ctx, sh, floor, floor > 0)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if addr == "" {
+		var recs []storage.Record
+		var more bool
+		err := g.Read(func(st *storage.ShardTx) (err error) {
+			recs, more, err = st.Scan(sr.start, sr.end, sr.limit, keysOnly)
+			return err
+		})
+		return recs, more, err
+	}
+	nc, err := s.pool.Node(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := nc.ScanShard(forwardCtx(ctx), &peerv1.ScanShardRequest{
+		Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID},
+		Start: sr.start, End: sr.end, Limit: uint32(sr.limit), KeysOnly: keysOnly,
+		Strong: cons == kvv1.Consistency_CONSISTENCY_STRONG,
+	})
+	if err != nil {
+		return nil, false, remoteErr(err)
+	}
+	recs := make([]storage.Record, len(resp.Items))
+	for i, it := range resp.Items {
+		recs[i] = storage.Record{Key: it.Key, Value: it.Value, Version: causal.Version{HLC: it.Hlc, Site: it.Site}}
+	}
+	return recs, resp.More, nil
+}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/membership"
+)
+
+// siteMembers adapts gossip membership to catalog.Members: the alive nodes
+// of this site, and since when each other known node has not been alive.
+type siteMembers struct {
+	m          *membership.Membership
+	site, self string
+
+	mu        sync.Mutex
+	downSince map[string]time.Time // REQUIRES: mu
+	known     map[string]bool      // REQUIRES: mu
+}
+
+func newSiteMembers(m *membership.Membership, site, self string) *siteMembers {
+	return &siteMembers{m: m, site: site, self: self, downSince: map[string]time.Time{}, known: map[string]bool{}}
+}
+
+// Alive implements catalog.Members.
+func (s *siteMembers) Alive() ([]catalog.Node, map[string]time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	var alive []catalog.Node
+	for _, mb := range s.m.Members() {
+		if mb.Site != s.site || mb.NodeID == "" {
+			continue
+		}
+		seen[mb.NodeID] = true
+		s.known[mb.NodeID] = true
+		if mb.State == membership.StateAlive {
+			delete(s.downSince, mb.NodeID)
+			alive = append(alive, catalog.Node{ID: mb.NodeID, PeerAddr: mb.PeerAddr, ClientAddr: mb.ClientAddr})
+		} else if _, ok := s.downSince[mb.NodeID]; !ok {
+			s.downSince[mb.NodeID] = now
+		}
+	}
+	// Members gossip has forgotten are down too.
+	for id := range s.known {
+		if _, ok := s.downSince[id]; !seen[id] && !ok {
+			s.downSince[id] = now
+		}
+	}
+	out := make(map[string]time.Time, len(s.downSince))
+	for k, v := range s.downSince {
+		out[k] = v
+	}
+	return alive, out
+}

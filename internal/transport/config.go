@@ -1,0 +1,98 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Config configures a node's Network.
+type Config struct {
+	// Advertise is this node's peer address (host:port) as other nodes dial
+	// it; it is each group transport's LocalAddr().
+	Advertise string
+	// DialTimeout bounds establishing one connection to a peer.
+	DialTimeout time.Duration
+	// ReconnectBackoff is the longest wait between two attempts to
+	// re-establish a broken connection to a peer. Keep it short: RPCs to a
+	// peer that is between attempts fail at once.
+	ReconnectBackoff time.Duration
+	// RPCTimeout bounds each unary RPC (AppendEntries, votes, TimeoutNow)
+	// and each pipelined AppendEntries, from sending to its response.
+	RPCTimeout time.Duration
+	// SnapshotTimeout bounds one InstallSnapshot, transfer and the
+	// receiver's restore included.
+	SnapshotTimeout time.Duration
+	// SnapshotChunkBytes is the size of the data messages InstallSnapshot
+	// streams, in bytes. At most MaxMsgBytes-4 KiB.
+	SnapshotChunkBytes int
+	// MaxMsgBytes is the largest message sent or accepted, in bytes; an
+	// AppendEntries batch must fit. The peer gRPC server must be created
+	// with ServerOptions for it to apply to incoming messages.
+	MaxMsgBytes int
+	// MaxInFlight is how many pipelined AppendEntries may await their
+	// response at once. 1 disables pipelining (see
+	// raft.NetworkTransportConfig.MaxRPCsInFlight for why 2 is the default).
+	MaxInFlight int
+	// DialOptions are extra options for every outgoing connection (tests may
+	// inject dialers or interceptors). They are applied last.
+	DialOptions []grpc.DialOption
+}
+
+// DefaultConfig returns the defaults for a node whose peer address is
+// advertise.
+func DefaultConfig(advertise string) Config {
+	return Config{
+		Advertise:          advertise,
+		DialTimeout:        2 * time.Second,
+		ReconnectBackoff:   time.Second,
+		RPCTimeout:         5 * time.Second,
+		SnapshotTimeout:    10 * time.Minute,
+		SnapshotChunkBytes: 1 << 20,
+		MaxMsgBytes:        64 << 20,
+		MaxInFlight:        2,
+	}
+}
+
+// chunkOverhead is room left in a message for the framing of a snapshot
+// chunk.
+const chunkOverhead = 4 << 10
+
+// Validate checks c.
+func (c Config) Validate() error {
+	if c.Advertise == "" {
+		return errors.New("transport: Advertise is required")
+	}
+	if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
+		return fmt.Errorf("transport: Advertise %q is not host:port", c.Advertise)
+	}
+	switch {
+	case c.DialTimeout <= 0:
+		return errors.New("transport: DialTimeout must be positive")
+	case c.ReconnectBackoff <= 0:
+		return errors.New("transport: ReconnectBackoff must be positive")
+	case c.RPCTimeout <= 0:
+		return errors.New("transport: RPCTimeout must be positive")
+	case c.SnapshotTimeout < c.RPCTimeout:
+		return errors.New("transport: SnapshotTimeout must be at least RPCTimeout")
+	case c.MaxMsgBytes < 1<<20:
+		return errors.New("transport: MaxMsgBytes must be at least 1 MiB")
+	case c.SnapshotChunkBytes <= 0 || c.SnapshotChunkBytes > c.MaxMsgBytes-chunkOverhead:
+		return errors.New("transport: SnapshotChunkBytes must be positive and at most MaxMsgBytes-4KiB")
+	case c.MaxInFlight < 1:
+		return errors.New("transport: MaxInFlight must be positive")
+	}
+	return nil
+}
+
+// ServerOptions are the options the node's peer gRPC server needs for the
+// Raft service: message size limits matching MaxMsgBytes.
+func (c Config) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.MaxMsgBytes),
+		grpc.MaxSendMsgSize(c.MaxMsgBytes),
+	}
+}

@@ -1,0 +1,47 @@
+// Package transport carries the raft traffic of every raft group hosted by a
+// node over one gRPC service (causeway.peer.v1.Raft) on the node's peer port.
+//
+// A Network is created once per node. Register adds its service to the
+// node's peer gRPC server; Transport(group) opens the raft.Transport of one
+// group (it also implements raft.WithClose and raft.WithPreVote, and its
+// pipelines raft.AppendPipeline). Every request names its group, so all
+// groups share the server and, on the sending side, one grpc.ClientConn per
+// peer address (dialled lazily, kept until Network.Close).
+//
+// Contract:
+//
+//   - Incoming requests are validated, then handed to the group's consumer
+//     channel as a raft.RPC; the handler waits for raft's answer, bounded by
+//     the RPC's context and by the group transport's Close. A request for a
+//     group this node does not host fails with codes.NotFound (raft retries;
+//     normal while a replica is being created), a malformed one with
+//     codes.InvalidArgument, a request raft answered with an error with
+//     codes.Unknown. Nothing a peer sends makes this package panic.
+//   - Heartbeats (AppendEntries without entries, previous entry or commit
+//     index) skip the consumer channel: they go to the handler raft set with
+//     SetHeartbeatHandler, on the gRPC handler's goroutine, as in
+//     raft.NetworkTransport.
+//   - Unary RPCs are bounded by Config.RPCTimeout, InstallSnapshot by
+//     Config.SnapshotTimeout. InstallSnapshot is a client stream: the request
+//     first, then the snapshot in chunks of Config.SnapshotChunkBytes.
+//   - AppendEntriesPipeline is one bidirectional stream per (group,
+//     follower); the receiver answers requests one at a time in order, so
+//     responses arrive in order. At most Config.MaxInFlight requests are
+//     unanswered; the oldest one must be answered within RPCTimeout of being
+//     sent or the pipeline fails (raft then falls back to plain
+//     AppendEntries).
+//   - Closing a group transport unregisters the group (its name may be
+//     opened again), fails its waiting handlers with codes.Unavailable and
+//     closes its pipelines. Closing the Network closes every group transport
+//     and every outgoing connection.
+//
+// Goroutines: the Network starts none of its own. Incoming handlers run on
+// the gRPC server's goroutines and return when raft answers, the RPC's
+// context ends or the group transport closes. The InstallSnapshot handler is
+// the only caller of the stream's Recv: raft's goroutine reads the snapshot
+// through a reader that asks the handler for each chunk, and the reader
+// fails once the handler has returned. Each outgoing pipeline owns one
+// goroutine that receives its responses; it stops when the pipeline is
+// closed (by raft, by the group transport's Close or by the Network's
+// Close). The grpc.ClientConns' goroutines stop in Network.Close.
+package transport

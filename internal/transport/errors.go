@@ -1,0 +1,71 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Errors of this package. Errors of outgoing RPCs wrap the gRPC status too,
+// so status.Code works on them.
+var (
+	// ErrDuplicateGroup: Transport was called for a group whose transport is
+	// open.
+	ErrDuplicateGroup = errors.New("transport: group transport already open")
+	// ErrClosed: the group transport or the Network was closed.
+	ErrClosed = errors.New("transport: closed")
+	// ErrUnknownGroup: the receiving node does not host the group (yet).
+	// Retryable.
+	ErrUnknownGroup = errors.New("transport: unknown raft group")
+	// ErrInvalidRequest: a request or response is malformed.
+	ErrInvalidRequest = errors.New("transport: invalid request")
+	// ErrRaft: the receiving raft answered the request with an error.
+	ErrRaft = errors.New("transport: raft error")
+)
+
+// invalidf returns an ErrInvalidRequest describing what is wrong.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// toStatus is the one table that turns the errors of an incoming request
+// into gRPC statuses.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code := codes.Unknown
+	switch {
+	case errors.Is(err, ErrUnknownGroup):
+		code = codes.NotFound
+	case errors.Is(err, ErrInvalidRequest):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, ErrRaft):
+		code = codes.Unknown
+	}
+	return status.Error(code, err.Error())
+}
+
+// fromStatus turns the error of an outgoing RPC into this package's errors,
+// keeping the status: what raft logs, and what status.Code sees.
+func fromStatus(op, target string, err error) error {
+	switch status.Code(err) {
+	case codes.NotFound:
+		return fmt.Errorf("%s to %s: %w: %w", op, target, ErrUnknownGroup, err)
+	case codes.InvalidArgument:
+		return fmt.Errorf("%s to %s: %w: %w", op, target, ErrInvalidRequest, err)
+	}
+	return fmt.Errorf("transport: %s to %s: %w", op, target, err)
+}
