@@ -223,7 +223,11 @@ func (c *Cluster) Settled(draining ...string) error {
 	if len(m.Shards) == 0 {
 		return fmt.Errorf("no placement yet")
 	}
+	hosted := map[string]int{}
 	for s, reps := range m.Shards {
+		for _, r := range reps {
+			hosted[string(r.Node)]++
+		}
 		if len(reps) != want {
 			return fmt.Errorf("shard %s has %d replicas, want %d", s, len(reps), want)
 		}
@@ -231,6 +235,12 @@ func (c *Cluster) Settled(draining ...string) error {
 			if !r.Voter || !up[string(r.Node)] {
 				return fmt.Errorf("shard %s replica %s voter=%v up=%v", s, r.Node, r.Voter, up[string(r.Node)])
 			}
+		}
+	}
+	// Every node hosts exactly what the map assigns it.
+	for _, n := range live {
+		if got := len(n.Srv.Groups()); got != hosted[n.ID] {
+			return fmt.Errorf("%s hosts %d replicas, the map assigns %d", n.ID, got, hosted[n.ID])
 		}
 	}
 	return nil

@@ -112,3 +112,5 @@ func TestThreeNodeSiteServesThroughAnyNode(t *testing.T) {
 		}
 	}
 }
+
+func placementID(id string) placement.NodeID { return placement.NodeID(id) }

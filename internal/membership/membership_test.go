@@ -66,9 +66,13 @@ func testConfig(site, id string, clientPort int) Config {
 		PeerAddr:   "127.0.0.1:" + strconv.Itoa(clientPort+1),
 	})
 	cfg.Profile = ProfileLocal
-	cfg.ProbeInterval = 100 * time.Millisecond
-	cfg.ProbeTimeout = 50 * time.Millisecond
+	cfg.ProbeInterval = 200 * time.Millisecond
+	cfg.ProbeTimeout = 100 * time.Millisecond
 	cfg.GossipInterval = 20 * time.Millisecond
+	// Anti-entropy: memberlist retransmits a gossip message only a few
+	// times (RetransmitMult*log(N)), so a member may miss a join until the
+	// next push/pull (15s in the local profile).
+	cfg.PushPullInterval = 200 * time.Millisecond
 	cfg.SuspicionMult = 3
 	cfg.TCPTimeout = 500 * time.Millisecond
 	cfg.JoinBackoff = 20 * time.Millisecond
@@ -224,21 +228,28 @@ func TestFiveNodesJoinThroughSeed(t *testing.T) {
 		}
 		want[l.Name()] = l
 	}
-	for _, nd := range nodes {
-		ms := nd.Members()
-		for i, m := range ms {
-			if i > 0 && ms[i-1].Name() >= m.Name() {
-				t.Fatalf("%s: Members not sorted by name: %v", nd.name, ms)
+	// Polled, not checked once: a loaded machine may cause a moment of
+	// (refuted) suspicion.
+	waitFor(t, 5*time.Second, "every node sees every node's meta and gossip address", func() (bool, string) {
+		for _, nd := range nodes {
+			ms := nd.Members()
+			if len(ms) != len(want) {
+				return false, fmt.Sprintf("%s sees %d members", nd.name, len(ms))
 			}
-			w, ok := want[m.Name()]
-			if !ok || m != w {
-				t.Fatalf("%s sees %+v, want %+v", nd.name, m, w)
+			for i, m := range ms {
+				if i > 0 && ms[i-1].Name() >= m.Name() {
+					t.Fatalf("%s: Members not sorted by name: %v", nd.name, ms)
+				}
+				if w := want[m.Name()]; m != w {
+					return false, fmt.Sprintf("%s sees %+v, want %+v", nd.name, m, w)
+				}
+			}
+			if got := gauge(t, nd.reg, StateAlive); got != 5 {
+				return false, fmt.Sprintf("%s: members{state=alive} = %v, want 5", nd.name, got)
 			}
 		}
-		if got := gauge(t, nd.reg, StateAlive); got != 5 {
-			t.Fatalf("%s: members{state=alive} = %v, want 5", nd.name, got)
-		}
-	}
+		return true, ""
+	})
 	// The seed saw a join event for every node, itself first.
 	first := awaitEvent(t, nodes[0].Events(), time.Second, "seed's own join", func(Event) bool { return true })
 	if first.Kind != EventJoin || first.Member.Name() != nodes[0].name {

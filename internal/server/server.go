@@ -352,6 +352,9 @@ func (s *Server) Groups() []*shard.Group {
 	return s.host.Groups()
 }
 
+// Router returns the node's router.
+func (s *Server) Router() *router.Router { return s.router }
+
 // Catalog returns the node's catalog replica.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
 

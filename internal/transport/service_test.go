@@ -314,7 +314,7 @@ func FuzzAppendEntriesRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m peerv1.AppendEntriesRequest
-		if proto.Unmarshal(b, &m) != nil {
+		if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &m) != nil {
 			return
 		}
 		r, err := appendEntriesFromProto(&m)
@@ -338,7 +338,7 @@ func FuzzInstallSnapshotRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m peerv1.InstallSnapshotRequest
-		if proto.Unmarshal(b, &m) != nil {
+		if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &m) != nil {
 			return
 		}
 		r, err := installSnapshotFromProto(&m)
