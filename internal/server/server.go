@@ -120,10 +120,12 @@ func (s *Server) Start() (err error) {
 	if maxMsg < 64<<20 {
 		maxMsg = 64 << 20
 	}
-	if s.network, err = transport.New(transport.DefaultConfig(peerAddr), s.log, s.reg); err != nil {
+	tcfg := transport.DefaultConfig(peerAddr)
+	tcfg.MaxMsgBytes = maxMsg
+	if s.network, err = transport.New(tcfg, s.log, s.reg); err != nil {
 		return err
 	}
-	s.peer = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
+	s.peer = grpc.NewServer(append(tcfg.ServerOptions(), grpc.ChainUnaryInterceptor(s.recoverUnary))...)
 	s.network.Register(s.peer)
 	s.pool = peer.NewPool(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)))
 

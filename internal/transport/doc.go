@@ -2,7 +2,9 @@
 // node over one gRPC service (causeway.peer.v1.Raft) on the node's peer port.
 //
 // A Network is created once per node. Register adds its service to the
-// node's peer gRPC server; Transport(group) opens the raft.Transport of one
+// node's peer gRPC server, which should be created with
+// Config.ServerOptions (gRPC's default 4 MiB message limit is too small for
+// large AppendEntries batches); Transport(group) opens the raft.Transport of one
 // group (it also implements raft.WithClose and raft.WithPreVote, and its
 // pipelines raft.AppendPipeline). Every request names its group, so all
 // groups share the server and, on the sending side, one grpc.ClientConn per
@@ -33,7 +35,11 @@
 //   - Closing a group transport unregisters the group (its name may be
 //     opened again), fails its waiting handlers with codes.Unavailable and
 //     closes its pipelines. Closing the Network closes every group transport
-//     and every outgoing connection.
+//     and every outgoing connection. An incoming pipeline stream ends when
+//     its sender closes it or at its next request after the group closed
+//     (raft sends one at least every CommitTimeout), so the peer server's
+//     GracefulStop completes once the groups are closed; it does not end
+//     the server's streams by itself.
 //
 // Goroutines: the Network starts none of its own. Incoming handlers run on
 // the gRPC server's goroutines and return when raft answers, the RPC's

@@ -235,6 +235,9 @@ type chunkReader struct {
 }
 
 func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for len(r.buf) == 0 {
 		if r.err != nil {
 			return 0, r.err

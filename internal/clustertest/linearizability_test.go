@@ -1,0 +1,233 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/server"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// The model: one register per key holding a value ("" = absent). Values
+// are unique, so a CAS on a version is a CAS on the value written with it.
+type kvInput struct {
+	op       string // put, get, cas
+	key      string
+	value    string // put, cas: new value
+	expected string // cas: value of the expected version
+}
+
+type kvOutput struct {
+	value   string // get
+	ok      bool   // put, cas: definitely applied
+	unknown bool   // put, cas: the outcome is unknown (timeout, unavailable)
+}
+
+var kvModel = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		for _, op := range history {
+			k := op.Input.(kvInput).key
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, ops := range byKey {
+			out = append(out, ops)
+		}
+		return out
+	},
+	Init: func() []interface{} { return []interface{}{""} },
+	Step: func(state, input, output interface{}) []interface{} {
+		st, in, out := state.(string), input.(kvInput), output.(kvOutput)
+		switch in.op {
+		case "put":
+			if out.unknown {
+				return []interface{}{st, in.value}
+			}
+			return []interface{}{in.value}
+		case "get":
+			if out.value == st {
+				return []interface{}{st}
+			}
+			return nil
+		case "cas":
+			switch {
+			case out.unknown && st == in.expected:
+				return []interface{}{st, in.value}
+			case out.unknown:
+				return []interface{}{st}
+			case out.ok && st == in.expected:
+				return []interface{}{in.value}
+			case !out.ok && st != in.expected:
+				return []interface{}{st}
+			}
+			return nil
+		}
+		return nil
+	},
+	Equal: func(a, b interface{}) bool { return a.(string) == b.(string) },
+	DescribeOperation: func(input, output interface{}) string {
+		in, out := input.(kvInput), output.(kvOutput)
+		return fmt.Sprintf("%s(%s %q exp=%q) -> %+v", in.op, in.key, in.value, in.expected, out)
+	},
+}
+
+// history records operations; safe for concurrent use.
+type history struct {
+	mu    sync.Mutex
+	start time.Time
+	ops   []porcupine.Operation
+}
+
+func (h *history) now() int64 { return time.Since(h.start).Nanoseconds() }
+
+func (h *history) add(client int, in kvInput, out kvOutput, call, ret int64) {
+	if out.unknown {
+		ret = 1 << 62 // may take effect any time after the call
+	}
+	h.mu.Lock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+	h.mu.Unlock()
+}
+
+// definite reports whether a failed write certainly did not apply.
+func definite(err error) bool {
+	switch status.Code(err) {
+	case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
+func check(t *testing.T, h *history) porcupine.CheckResult {
+	t.Helper()
+	res, _ := porcupine.CheckOperationsVerbose(kvModel.ToModel(), h.ops, 60*time.Second)
+	return res
+}
+
+func TestLinearizablePutStrongGetCAS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	c := New(t, 4, nil)
+	h := &history{start: time.Now()}
+	keys := []string{"lin/a", "lin/b", "lin/c"}
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for client := 0; client < 6; client++ {
+		wg.Add(1)
+		go func(client int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(client), 7))
+			seen := map[string]*kvv1.Version{}
+			seenVal := map[string]string{}
+			for i := 0; ctx.Err() == nil; i++ {
+				live := c.Live()
+				n := live[rng.IntN(len(live))]
+				key := keys[rng.IntN(len(keys))]
+				val := fmt.Sprintf("c%d-%d", client, i)
+				octx, ocancel := context.WithTimeout(ctx, 3*time.Second)
+				call := h.now()
+				switch r := rng.IntN(10); {
+				case r < 4:
+					resp, err := n.KV.Get(octx, &kvv1.GetRequest{Key: []byte(key), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+					if err == nil {
+						h.add(client, kvInput{op: "get", key: key}, kvOutput{value: string(resp.Value)}, call, h.now())
+						seen[key], seenVal[key] = resp.Version, string(resp.Value)
+						if !resp.Found {
+							seen[key], seenVal[key] = nil, ""
+						}
+					}
+				case r < 7 || seen[key] == nil:
+					resp, err := n.KV.Put(octx, &kvv1.PutRequest{Key: []byte(key), Value: []byte(val)})
+					h.add(client, kvInput{op: "put", key: key, value: val}, kvOutput{ok: err == nil, unknown: err != nil}, call, h.now())
+					if err == nil {
+						seen[key], seenVal[key] = resp.Version, val
+					}
+				default:
+					resp, err := n.KV.CompareAndSwap(octx, &kvv1.CompareAndSwapRequest{Key: []byte(key), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: seen[key]}, Value: []byte(val)})
+					h.add(client, kvInput{op: "cas", key: key, value: val, expected: seenVal[key]}, kvOutput{ok: err == nil, unknown: err != nil && !definite(err)}, call, h.now())
+					if err == nil {
+						seen[key], seenVal[key] = resp.Version, val
+					}
+				}
+				ocancel()
+			}
+		}(client)
+	}
+	// Kill the node leading the first key's shard once the run is under way.
+	for {
+		h.mu.Lock()
+		n := len(h.ops)
+		h.mu.Unlock()
+		if n >= 1500 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sh, _ := c.Live()[0].Srv.Router().Shard("default", []byte(keys[0]))
+	for _, n := range c.Live() {
+		if g := n.Srv.Router().Local(sh); g != nil && g.IsLeader() {
+			c.Kill(n)
+			t.Logf("killed %s, leader of %s", n.ID, sh)
+			break
+		}
+	}
+	wg.Wait()
+	res := check(t, h)
+	t.Logf("%d operations, result %v", len(h.ops), res)
+	if res != porcupine.Ok {
+		t.Fatalf("history is not linearizable (%v)", res)
+	}
+}
+
+// TestLinearizabilityCheckBites runs the same check on a deliberately
+// broken read path: reads served from a follower's storage with neither a
+// leadership check nor the session floor. Followers learn the commit index
+// one write late, so such reads are stale and the checker must reject the
+// history.
+func TestLinearizabilityCheckBites(t *testing.T) {
+	c := New(t, 3, func(cfg *server.Config) { cfg.Shard.CommitTimeout = 500 * time.Millisecond })
+	h := &history{start: time.Now()}
+	key := "bites/k"
+	sh, _ := c.Live()[0].Srv.Router().Shard("default", []byte(key))
+	ctx := ctxT(t, 30*time.Second)
+	for i := 0; i < 40; i++ {
+		val := fmt.Sprint("v", i)
+		call := h.now()
+		if _, err := c.Live()[0].KV.Put(ctx, &kvv1.PutRequest{Key: []byte(key), Value: []byte(val)}); err != nil {
+			t.Fatal(err)
+		}
+		h.add(0, kvInput{op: "put", key: key, value: val}, kvOutput{ok: true}, call, h.now())
+		for _, n := range c.Live() {
+			g := n.Srv.Router().Local(sh)
+			if g == nil || g.IsLeader() {
+				continue
+			}
+			call := h.now()
+			var rec storage.Record
+			var found bool
+			if err := g.Read(func(st *storage.ShardTx) (err error) { rec, found, err = st.Latest([]byte(key), false); return err }); err != nil {
+				t.Fatal(err)
+			}
+			v := ""
+			if found && !rec.Tombstone {
+				v = string(rec.Value)
+			}
+			h.add(1, kvInput{op: "get", key: key}, kvOutput{value: v}, call, h.now())
+		}
+	}
+	if res := check(t, h); res != porcupine.Illegal {
+		t.Fatalf("the checker accepted a history of unguarded follower reads (%v): it does not bite", res)
+	}
+}
