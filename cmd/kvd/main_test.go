@@ -59,7 +59,7 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 	for _, args := range [][]string{
 		{"--site", "Bad Site"},
 		{"--shards", "0"},
-		{"--join", "10.0.0.1:7382"},
+		{"--replicas", "0"},
 		{"--client-addr", "nope"},
 	} {
 		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)

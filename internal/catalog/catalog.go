@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -96,6 +97,8 @@ type Deps struct {
 	Members   Members
 	Shards    Shards
 	Logger    *slog.Logger
+	// Registry receives the catalog's metrics (nil: none).
+	Registry prometheus.Registerer
 }
 
 // Catalog is this node's replica of the site catalog.
@@ -105,6 +108,7 @@ type Catalog struct {
 	fsm  *fsm
 	raft *raft.Raft
 	log  *slog.Logger
+	m    *metrics
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -145,6 +149,7 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
 		return nil, fmt.Errorf("catalog: start raft: %w", err)
 	}
+	c.m = newMetrics(deps.Registry, c)
 	c.wg.Add(1)
 	go c.leaderLoop()
 	return c, nil
@@ -330,7 +335,14 @@ func (c *Catalog) lead(ctx context.Context) error {
 		wg.Add(1)
 		go func(i int, s placement.Step) {
 			defer wg.Done()
+			c.m.inFlight.Inc()
+			defer c.m.inFlight.Dec()
 			errs[i] = c.execute(ctx, st, s)
+			result := "ok"
+			if errs[i] != nil {
+				result = "error"
+			}
+			c.m.steps.WithLabelValues(s.Kind.String(), result).Inc()
 		}(i, s)
 	}
 	wg.Wait()

@@ -2,9 +2,17 @@ package rpc
 
 import (
 	"context"
+	"sort"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/membership"
+	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -22,6 +30,7 @@ type Admin struct {
 	db         *storage.DB
 	started    time.Time
 	metrics    *Metrics
+	cluster    *Cluster
 }
 
 // NewAdmin returns the operator service.
@@ -77,4 +86,118 @@ func (a *Admin) Snapshot(ctx context.Context, req *adminv1.SnapshotRequest) (res
 		}
 	}
 	return &adminv1.SnapshotResponse{Snapshots: uint32(len(groups))}, nil
+}
+
+// Cluster is what the admin service needs to describe a multi-node site.
+type Cluster struct {
+	Catalog *catalog.Catalog
+	Members *membership.Membership
+	Pool    *peer.Pool
+}
+
+// WithCluster enables the site-wide calls (Members, Shards, Drain).
+func (a *Admin) WithCluster(c Cluster) *Admin {
+	a.cluster = &c
+	return a
+}
+
+// Members implements adminv1.AdminServer.
+func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *adminv1.MembersResponse, err error) {
+	defer a.metrics.observe("members", time.Now(), &err)
+	if a.cluster == nil {
+		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+	}
+	st, _ := a.cluster.Catalog.State()
+	counts := map[string]uint32{}
+	for _, reps := range st.Map.Shards {
+		for _, r := range reps {
+			counts[string(r.Node)]++
+		}
+	}
+	leader, _ := a.cluster.Catalog.Leader()
+	resp = &adminv1.MembersResponse{PlacementEpoch: st.Map.Epoch, CatalogLeader: leader}
+	seen := map[string]bool{}
+	for _, m := range a.cluster.Members.Members() {
+		if m.Site != a.cfg.Site {
+			continue
+		}
+		seen[m.NodeID] = true
+		resp.Members = append(resp.Members, &adminv1.Member{
+			Site: m.Site, NodeId: m.NodeID, State: m.State.String(), ClientAddr: m.ClientAddr, PeerAddr: m.PeerAddr,
+			GossipAddr: m.GossipAddr, Draining: st.Nodes[m.NodeID].Draining, Replicas: counts[m.NodeID],
+		})
+	}
+	for id, n := range st.Nodes {
+		if !seen[id] {
+			resp.Members = append(resp.Members, &adminv1.Member{Site: a.cfg.Site, NodeId: id, State: "unknown", ClientAddr: n.ClientAddr, PeerAddr: n.PeerAddr, Draining: n.Draining, Replicas: counts[id]})
+		}
+	}
+	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].NodeId < resp.Members[j].NodeId })
+	return resp, nil
+}
+
+// Shards implements adminv1.AdminServer.
+func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *adminv1.ShardsResponse, err error) {
+	defer a.metrics.observe("shards", time.Now(), &err)
+	if a.cluster == nil {
+		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+	}
+	if req.Keyspace != "" {
+		if _, err := a.router.Shards(req.Keyspace); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	st, _ := a.cluster.Catalog.State()
+	resp = &adminv1.ShardsResponse{PlacementEpoch: st.Map.Epoch}
+	for _, sh := range st.Map.SortedShards() {
+		if req.Keyspace != "" && sh.Keyspace != req.Keyspace {
+			continue
+		}
+		info := &adminv1.ShardInfo{Keyspace: sh.Keyspace, Shard: sh.ID}
+		for _, r := range st.Map.Shards[sh] {
+			rep := &adminv1.ShardReplica{NodeId: string(r.Node), Voter: r.Voter, State: "unreachable"}
+			if n, ok := st.Nodes[string(r.Node)]; ok {
+				if c, err := a.cluster.Pool.Node(n.PeerAddr); err == nil {
+					cctx, cancel := context.WithTimeout(ctx, time.Second)
+					rs, err := c.ReplicaStatus(cctx, &peerv1.ReplicaStatusRequest{Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID}})
+					cancel()
+					if err == nil && rs.Hosted {
+						rep.State, rep.CommitIndex, rep.AppliedIndex = rs.State, rs.CommitIndex, rs.AppliedIndex
+						if info.Leader == "" {
+							info.Leader = rs.LeaderId
+						}
+					} else if err == nil {
+						rep.State = "opening"
+					}
+				}
+			}
+			info.Replicas = append(info.Replicas, rep)
+		}
+		resp.Shards = append(resp.Shards, info)
+	}
+	return resp, nil
+}
+
+// Drain implements adminv1.AdminServer.
+func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adminv1.DrainResponse, err error) {
+	defer a.metrics.observe("drain", time.Now(), &err)
+	if a.cluster == nil {
+		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+	}
+	if req.NodeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "admin: node_id is required")
+	}
+	_, addr := a.cluster.Catalog.Leader()
+	if addr == "" {
+		return nil, status.Error(codes.Unavailable, "admin: the site catalog has no leader")
+	}
+	c, err := a.cluster.Pool.Node(addr)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	dr, err := c.Drain(ctx, &peerv1.DrainRequest{NodeId: req.NodeId, Draining: !req.Undo})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.DrainResponse{PlacementEpoch: dr.Epoch}, nil
 }

@@ -151,7 +151,7 @@ func (s *Server) Start() (err error) {
 	}
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
 		LogDB: s.logDB, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
-		Shards: peer.Shards{Pool: s.pool}, Logger: s.log,
+		Shards: peer.Shards{Pool: s.pool}, Logger: s.log, Registry: s.reg,
 	}, len(s.cfg.Join) == 0); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (s *Server) Start() (err error) {
 	kv := rpc.NewKV(rcfg, s.router, s.pool, clock, s.log, m)
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
 	kvv1.RegisterKVServer(s.grpc, kv)
-	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m))
+	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)
 	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
 

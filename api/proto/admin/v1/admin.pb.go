@@ -352,6 +352,543 @@ func (x *SnapshotResponse) GetSnapshots() uint32 {
 	return 0
 }
 
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+type Member struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Site   string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	NodeId string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Gossip state: alive, suspect, dead, left; "unknown" for a node the
+	// catalog knows but gossip does not report.
+	State      string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	ClientAddr string `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	PeerAddr   string `protobuf:"bytes,5,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	GossipAddr string `protobuf:"bytes,6,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	Draining   bool   `protobuf:"varint,7,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Shard replicas the placement map assigns to the node.
+	Replicas      uint32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Member) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *Member) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Member) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Member) GetClientAddr() string {
+	if x != nil {
+		return x.ClientAddr
+	}
+	return ""
+}
+
+func (x *Member) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *Member) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *Member) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *Member) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+type MembersResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Members        []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	PlacementEpoch uint64                 `protobuf:"varint,2,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	CatalogLeader  string                 `protobuf:"bytes,3,opt,name=catalog_leader,json=catalogLeader,proto3" json:"catalog_leader,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetCatalogLeader() string {
+	if x != nil {
+		return x.CatalogLeader
+	}
+	return ""
+}
+
+type ShardsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means every keyspace.
+	Keyspace      string `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardsRequest) Reset() {
+	*x = ShardsRequest{}
+	mi := &file_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardsRequest) ProtoMessage() {}
+
+func (x *ShardsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardsRequest.ProtoReflect.Descriptor instead.
+func (*ShardsRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ShardsRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+type ShardReplica struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Voter  bool                   `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	// Raft state reported by the node, or "unreachable".
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	CommitIndex   uint64 `protobuf:"varint,4,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardReplica) Reset() {
+	*x = ShardReplica{}
+	mi := &file_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardReplica) ProtoMessage() {}
+
+func (x *ShardReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardReplica.ProtoReflect.Descriptor instead.
+func (*ShardReplica) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ShardReplica) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShardReplica) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *ShardReplica) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ShardReplica) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ShardReplica) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+type ShardInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Leader        string                 `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Replicas      []*ShardReplica        `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardInfo) Reset() {
+	*x = ShardInfo{}
+	mi := &file_admin_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardInfo) ProtoMessage() {}
+
+func (x *ShardInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
+func (*ShardInfo) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ShardInfo) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *ShardInfo) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *ShardInfo) GetReplicas() []*ShardReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+type ShardsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PlacementEpoch uint64                 `protobuf:"varint,1,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	Shards         []*ShardInfo           `protobuf:"bytes,2,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ShardsResponse) Reset() {
+	*x = ShardsResponse{}
+	mi := &file_admin_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardsResponse) ProtoMessage() {}
+
+func (x *ShardsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardsResponse.ProtoReflect.Descriptor instead.
+func (*ShardsResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ShardsResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
+func (x *ShardsResponse) GetShards() []*ShardInfo {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+type DrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Undo          bool                   `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_admin_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DrainRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainRequest) GetUndo() bool {
+	if x != nil {
+		return x.Undo
+	}
+	return false
+}
+
+type DrainResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PlacementEpoch uint64                 `protobuf:"varint,1,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_admin_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DrainResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
 var File_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_admin_v1_admin_proto_rawDesc = "" +
@@ -380,10 +917,50 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\"0\n" +
 	"\x10SnapshotResponse\x12\x1c\n" +
-	"\tsnapshots\x18\x01 \x01(\rR\tsnapshots2\xab\x01\n" +
+	"\tsnapshots\x18\x01 \x01(\rR\tsnapshots\"\x10\n" +
+	"\x0eMembersRequest\"\xe2\x01\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1f\n" +
+	"\vclient_addr\x18\x04 \x01(\tR\n" +
+	"clientAddr\x12\x1b\n" +
+	"\tpeer_addr\x18\x05 \x01(\tR\bpeerAddr\x12\x1f\n" +
+	"\vgossip_addr\x18\x06 \x01(\tR\n" +
+	"gossipAddr\x12\x1a\n" +
+	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1a\n" +
+	"\breplicas\x18\b \x01(\rR\breplicas\"\x96\x01\n" +
+	"\x0fMembersResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.causeway.admin.v1.MemberR\amembers\x12'\n" +
+	"\x0fplacement_epoch\x18\x02 \x01(\x04R\x0eplacementEpoch\x12%\n" +
+	"\x0ecatalog_leader\x18\x03 \x01(\tR\rcatalogLeader\"+\n" +
+	"\rShardsRequest\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\"\x9b\x01\n" +
+	"\fShardReplica\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12!\n" +
+	"\fcommit_index\x18\x04 \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\"\x92\x01\n" +
+	"\tShardInfo\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12;\n" +
+	"\breplicas\x18\x04 \x03(\v2\x1f.causeway.admin.v1.ShardReplicaR\breplicas\"o\n" +
+	"\x0eShardsResponse\x12'\n" +
+	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch\x124\n" +
+	"\x06shards\x18\x02 \x03(\v2\x1c.causeway.admin.v1.ShardInfoR\x06shards\";\n" +
+	"\fDrainRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"8\n" +
+	"\rDrainResponse\x12'\n" +
+	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch2\x98\x03\n" +
 	"\x05Admin\x12M\n" +
 	"\x06Status\x12 .causeway.admin.v1.StatusRequest\x1a!.causeway.admin.v1.StatusResponse\x12S\n" +
-	"\bSnapshot\x12\".causeway.admin.v1.SnapshotRequest\x1a#.causeway.admin.v1.SnapshotResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
+	"\bSnapshot\x12\".causeway.admin.v1.SnapshotRequest\x1a#.causeway.admin.v1.SnapshotResponse\x12P\n" +
+	"\aMembers\x12!.causeway.admin.v1.MembersRequest\x1a\".causeway.admin.v1.MembersResponse\x12M\n" +
+	"\x06Shards\x12 .causeway.admin.v1.ShardsRequest\x1a!.causeway.admin.v1.ShardsResponse\x12J\n" +
+	"\x05Drain\x12\x1f.causeway.admin.v1.DrainRequest\x1a .causeway.admin.v1.DrainResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -397,25 +974,43 @@ func file_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_admin_v1_admin_proto_rawDescData
 }
 
-var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_admin_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),    // 0: causeway.admin.v1.StatusRequest
 	(*ShardStatus)(nil),      // 1: causeway.admin.v1.ShardStatus
 	(*StatusResponse)(nil),   // 2: causeway.admin.v1.StatusResponse
 	(*SnapshotRequest)(nil),  // 3: causeway.admin.v1.SnapshotRequest
 	(*SnapshotResponse)(nil), // 4: causeway.admin.v1.SnapshotResponse
+	(*MembersRequest)(nil),   // 5: causeway.admin.v1.MembersRequest
+	(*Member)(nil),           // 6: causeway.admin.v1.Member
+	(*MembersResponse)(nil),  // 7: causeway.admin.v1.MembersResponse
+	(*ShardsRequest)(nil),    // 8: causeway.admin.v1.ShardsRequest
+	(*ShardReplica)(nil),     // 9: causeway.admin.v1.ShardReplica
+	(*ShardInfo)(nil),        // 10: causeway.admin.v1.ShardInfo
+	(*ShardsResponse)(nil),   // 11: causeway.admin.v1.ShardsResponse
+	(*DrainRequest)(nil),     // 12: causeway.admin.v1.DrainRequest
+	(*DrainResponse)(nil),    // 13: causeway.admin.v1.DrainResponse
 }
 var file_admin_v1_admin_proto_depIdxs = []int32{
-	1, // 0: causeway.admin.v1.StatusResponse.shards:type_name -> causeway.admin.v1.ShardStatus
-	0, // 1: causeway.admin.v1.Admin.Status:input_type -> causeway.admin.v1.StatusRequest
-	3, // 2: causeway.admin.v1.Admin.Snapshot:input_type -> causeway.admin.v1.SnapshotRequest
-	2, // 3: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
-	4, // 4: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1,  // 0: causeway.admin.v1.StatusResponse.shards:type_name -> causeway.admin.v1.ShardStatus
+	6,  // 1: causeway.admin.v1.MembersResponse.members:type_name -> causeway.admin.v1.Member
+	9,  // 2: causeway.admin.v1.ShardInfo.replicas:type_name -> causeway.admin.v1.ShardReplica
+	10, // 3: causeway.admin.v1.ShardsResponse.shards:type_name -> causeway.admin.v1.ShardInfo
+	0,  // 4: causeway.admin.v1.Admin.Status:input_type -> causeway.admin.v1.StatusRequest
+	3,  // 5: causeway.admin.v1.Admin.Snapshot:input_type -> causeway.admin.v1.SnapshotRequest
+	5,  // 6: causeway.admin.v1.Admin.Members:input_type -> causeway.admin.v1.MembersRequest
+	8,  // 7: causeway.admin.v1.Admin.Shards:input_type -> causeway.admin.v1.ShardsRequest
+	12, // 8: causeway.admin.v1.Admin.Drain:input_type -> causeway.admin.v1.DrainRequest
+	2,  // 9: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
+	4,  // 10: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
+	7,  // 11: causeway.admin.v1.Admin.Members:output_type -> causeway.admin.v1.MembersResponse
+	11, // 12: causeway.admin.v1.Admin.Shards:output_type -> causeway.admin.v1.ShardsResponse
+	13, // 13: causeway.admin.v1.Admin.Drain:output_type -> causeway.admin.v1.DrainResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_admin_v1_admin_proto_init() }
@@ -429,7 +1024,7 @@ func file_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_v1_admin_proto_rawDesc), len(file_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

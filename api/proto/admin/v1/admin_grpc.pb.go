@@ -23,6 +23,9 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Admin_Status_FullMethodName   = "/causeway.admin.v1.Admin/Status"
 	Admin_Snapshot_FullMethodName = "/causeway.admin.v1.Admin/Snapshot"
+	Admin_Members_FullMethodName  = "/causeway.admin.v1.Admin/Members"
+	Admin_Shards_FullMethodName   = "/causeway.admin.v1.Admin/Shards"
+	Admin_Drain_FullMethodName    = "/causeway.admin.v1.Admin/Drain"
 )
 
 // AdminClient is the client API for Admin service.
@@ -36,6 +39,16 @@ type AdminClient interface {
 	// Snapshot forces a raft snapshot (and log truncation) of every hosted
 	// shard replica, or of one keyspace's.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
+	// Members lists the nodes of the site: gossip state, addresses, whether
+	// they drain, how many shard replicas the placement gives them.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// Shards lists every shard with its replicas (from the placement map)
+	// and each replica's raft state, asked of the node that holds it.
+	Shards(ctx context.Context, in *ShardsRequest, opts ...grpc.CallOption) (*ShardsResponse, error)
+	// Drain moves every shard replica off a node (or, with undo, lets it
+	// take replicas again). The call returns at once; watch Shards or
+	// Members for progress.
+	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
 type adminClient struct {
@@ -66,6 +79,36 @@ func (c *adminClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Admin_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Shards(ctx context.Context, in *ShardsRequest, opts ...grpc.CallOption) (*ShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardsResponse)
+	err := c.cc.Invoke(ctx, Admin_Shards_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Admin_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -77,6 +120,16 @@ type AdminServer interface {
 	// Snapshot forces a raft snapshot (and log truncation) of every hosted
 	// shard replica, or of one keyspace's.
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
+	// Members lists the nodes of the site: gossip state, addresses, whether
+	// they drain, how many shard replicas the placement gives them.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// Shards lists every shard with its replicas (from the placement map)
+	// and each replica's raft state, asked of the node that holds it.
+	Shards(context.Context, *ShardsRequest) (*ShardsResponse, error)
+	// Drain moves every shard replica off a node (or, with undo, lets it
+	// take replicas again). The call returns at once; watch Shards or
+	// Members for progress.
+	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -92,6 +145,15 @@ func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*Status
 }
 func (UnimplementedAdminServer) Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedAdminServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedAdminServer) Shards(context.Context, *ShardsRequest) (*ShardsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Shards not implemented")
+}
+func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Drain not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -150,6 +212,60 @@ func _Admin_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Shards_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Shards(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Shards_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Shards(ctx, req.(*ShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Drain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -164,6 +280,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Snapshot",
 			Handler:    _Admin_Snapshot_Handler,
+		},
+		{
+			MethodName: "Members",
+			Handler:    _Admin_Members_Handler,
+		},
+		{
+			MethodName: "Shards",
+			Handler:    _Admin_Shards_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _Admin_Drain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
