@@ -44,6 +44,10 @@ type app struct {
 	timeout     time.Duration
 	sessionFile string
 
+	// attemptTimeout, if set, bounds each attempt of a call instead of
+	// --timeout (for commands whose deadline is longer than --timeout).
+	attemptTimeout time.Duration
+
 	// ran is set once cobra has parsed the command line and handed over to
 	// kvctl's own code: errors before that are usage errors.
 	ran bool
@@ -103,7 +107,7 @@ Environment:
 
 Exit codes:
   0  success
-  1  key not found (get of a missing or deleted key)
+  1  not found (get of a missing or deleted key, node drain of an unknown node)
   2  usage error or invalid argument (bad flags or version text, InvalidArgument
      from the server, corrupt session file)
   3  compare-and-swap conflict (cas found another version than expected)
@@ -143,6 +147,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.casCommand(),
 		a.historyCommand(),
 		a.clusterCommand(),
+		a.nodeCommand(),
 		a.adminCommand(),
 	)
 	return root
@@ -211,6 +216,10 @@ func (a *app) clientConfig() client.Config {
 			cfg.RequestTimeout = a.timeout / 2
 		}
 	}
+	if a.attemptTimeout > 0 {
+		cfg.DialTimeout = min(cfg.DialTimeout, a.attemptTimeout)
+		cfg.RequestTimeout = a.attemptTimeout
+	}
 	return cfg
 }
 
@@ -219,10 +228,16 @@ func (a *app) clientConfig() client.Config {
 // and the file is updated afterwards (also after a failed call: the session
 // only ever holds what replies returned).
 func (a *app) withClient(cmd *cobra.Command, session bool, fn func(ctx context.Context, c *client.Client) error) error {
+	return a.withClientDeadline(cmd, session, a.timeout, fn)
+}
+
+// withClientDeadline is withClient with the command's deadline d (0: none)
+// instead of --timeout.
+func (a *app) withClientDeadline(cmd *cobra.Command, session bool, d time.Duration, fn func(ctx context.Context, c *client.Client) error) error {
 	ctx := cmd.Context()
-	if a.timeout > 0 {
+	if d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.timeout)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	cfg := a.clientConfig()

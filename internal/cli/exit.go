@@ -16,7 +16,8 @@ import (
 const (
 	// ExitOK: the command succeeded.
 	ExitOK = 0
-	// ExitNotFound: get of a key that does not exist (or is deleted).
+	// ExitNotFound: get of a key that does not exist (or is deleted), or
+	// node drain of a node the site does not know.
 	ExitNotFound = 1
 	// ExitUsage: bad command line, invalid argument (also as reported by
 	// the server), bad version text, or a corrupt session file.

@@ -54,9 +54,10 @@ func Config(dir, id string) server.Config {
 	cfg.ClientAddr, cfg.HTTPAddr, cfg.PeerAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.GossipProfile = "local"
 	cfg.Shards = 8
-	cfg.Shard.HeartbeatTimeout = 200 * time.Millisecond
-	cfg.Shard.ElectionTimeout = 200 * time.Millisecond
-	cfg.Shard.LeaderLeaseTimeout = 100 * time.Millisecond
+	// Tolerant of a loaded 2-core machine running the race detector.
+	cfg.Shard.HeartbeatTimeout = 500 * time.Millisecond
+	cfg.Shard.ElectionTimeout = 500 * time.Millisecond
+	cfg.Shard.LeaderLeaseTimeout = 250 * time.Millisecond
 	cfg.Shard.CommitTimeout = 5 * time.Millisecond
 	cfg.Shard.GCInterval = 0
 	cfg.DeadGrace = 2 * time.Second
@@ -219,9 +220,24 @@ func (c *Cluster) Settled(draining ...string) error {
 		}
 	}
 	want := min(live[0].Cfg.Replicas, len(up))
-	m := c.Map()
+	st, _ := live[0].Srv.Catalog().State()
+	m := st.Map
 	if len(m.Shards) == 0 {
 		return fmt.Errorf("no placement yet")
+	}
+	// Every live node is registered, and the planner has nothing left to do.
+	var liveIDs, drainIDs []placement.NodeID
+	for _, n := range live {
+		if _, ok := st.Nodes[n.ID]; !ok {
+			return fmt.Errorf("%s is not registered in the catalog yet", n.ID)
+		}
+		liveIDs = append(liveIDs, placement.NodeID(n.ID))
+	}
+	for _, d := range draining {
+		drainIDs = append(drainIDs, placement.NodeID(d))
+	}
+	if steps := placement.Plan(m, m.SortedShards(), liveIDs, drainIDs, live[0].Cfg.Replicas, 100); len(steps) > 0 {
+		return fmt.Errorf("%d placement steps pending, e.g. %v", len(steps), steps[0])
 	}
 	hosted := map[string]int{}
 	for s, reps := range m.Shards {

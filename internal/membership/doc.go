@@ -32,7 +32,8 @@
 // causeway_membership_events_dropped_total). Join, Leave and UpdateMeta
 // run on the caller's goroutine.
 //
-// memberlist does not report the suspect state by callback, and reading it
-// from the nodes memberlist.Members returns races with memberlist's
-// writers; nodelock.go explains how Members reads it safely.
+// memberlist's API does not tell which members are suspect, nor whether a
+// departed member died or left (memberlist.Node.State is always
+// StateAlive); internals.go reads both from memberlist's node table, and
+// DESIGN.md explains why.
 package membership

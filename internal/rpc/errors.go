@@ -36,6 +36,7 @@ var codeTable = []struct {
 	{fsm.ErrKeyNotFound, codes.NotFound},
 	{ErrCausalWait, codes.DeadlineExceeded},
 	{shard.ErrNotLeader, codes.Unavailable},
+	{shard.ErrLeadershipLost, codes.Unavailable},
 	{ErrNoLeader, codes.Unavailable},
 	{ErrRoutingLoop, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},

@@ -3,10 +3,12 @@ package rpc
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -49,6 +51,12 @@ type KV struct {
 	clock   *causal.Clock
 	log     *slog.Logger
 	metrics *Metrics
+
+	// Mutations that arrive without a request id get one from this node
+	// (reqPrefix, reqSeq), so that retrying them inside the site (after a
+	// leadership change, or on another node) applies them once.
+	reqPrefix string
+	reqSeq    atomic.Uint64
 }
 
 // NewKV returns the data service. pool reaches the other nodes of the site.
@@ -59,7 +67,24 @@ func NewKV(cfg Config, r *router.Router, pool *peer.Pool, clock *causal.Clock, l
 	if cfg.LeaderWait <= 0 {
 		cfg.LeaderWait = 5 * time.Second
 	}
-	return &KV{cfg: cfg, router: r, pool: pool, clock: clock, log: logger, metrics: m}
+	var nonce [8]byte
+	_, _ = crand.Read(nonce[:])
+	return &KV{cfg: cfg, router: r, pool: pool, clock: clock, log: logger, metrics: m,
+		reqPrefix: fmt.Sprintf("kvd/%s/%s/%x", cfg.Site, cfg.NodeID, nonce)}
+}
+
+// withRequestID returns o with a request id, assigning one of this node's
+// when the client sent none.
+func (s *KV) withRequestID(o *kvv1.WriteOptions) *kvv1.WriteOptions {
+	if o != nil && o.RequestId != nil {
+		return o
+	}
+	out := &kvv1.WriteOptions{}
+	if o != nil {
+		out.Durability, out.MinSites = o.Durability, o.MinSites
+	}
+	out.RequestId = &kvv1.RequestID{ClientId: s.reqPrefix, Seq: s.reqSeq.Add(1)}
+	return out
 }
 
 // call is the per-request context: keyspace and session.
@@ -92,6 +117,7 @@ func (s *KV) respHeader(c *call) *kvv1.ResponseHeader {
 func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutResponse, err error) {
 	defer s.metrics.observe("put", time.Now(), &err)
 	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	req.Options = s.withRequestID(req.Options)
 	if err == nil {
 		err = s.cfg.Limits.Value(req.Value)
 	}
@@ -116,6 +142,7 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.DeleteResponse, err error) {
 	defer s.metrics.observe("delete", time.Now(), &err)
 	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	req.Options = s.withRequestID(req.Options)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -138,6 +165,7 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest) (resp *kvv1.CompareAndSwapResponse, err error) {
 	defer s.metrics.observe("cas", time.Now(), &err)
 	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	req.Options = s.withRequestID(req.Options)
 	if err == nil && !req.Delete {
 		err = s.cfg.Limits.Value(req.Value)
 	}

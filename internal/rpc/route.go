@@ -93,7 +93,8 @@ func (s *KV) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group
 
 // onLeader runs local on the shard leader, here or, through forward, on
 // the node that leads it. A leadership change between choosing and
-// proposing is retried.
+// proposing, or while proposing, is retried: every mutation carries a
+// request id by then, so a retry of a write that did commit applies once.
 func (s *KV) onLeader(ctx context.Context, sh placement.Shard, local func(*shard.Group) error, forward func(kvv1.KVClient, context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		g, addr, err := s.leaderTarget(ctx, sh)
@@ -109,7 +110,7 @@ func (s *KV) onLeader(ctx context.Context, sh placement.Shard, local func(*shard
 			return remoteErr(forward(kv, forwardCtx(ctx)))
 		}
 		err = local(g)
-		if errors.Is(err, shard.ErrNotLeader) && attempt < 3 {
+		if (errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) && attempt < 3 {
 			continue
 		}
 		return err

@@ -22,8 +22,12 @@ import (
 
 // Errors returned by Group methods.
 var (
-	// ErrNotLeader: this replica is not the shard leader. Retryable.
+	// ErrNotLeader: this replica is not the shard leader; nothing was
+	// proposed. Retryable.
 	ErrNotLeader = errors.New("shard: not the leader")
+	// ErrLeadershipLost: the replica lost leadership while a proposal was
+	// in flight; it may or may not commit. Retry only with a request id.
+	ErrLeadershipLost = errors.New("shard: leadership lost; outcome unknown")
 	// ErrStopped: the group was closed or stopped on a fatal error.
 	ErrStopped = errors.New("shard: replica stopped")
 	// ErrTimeout: raft did not accept or finish the operation in time.
@@ -451,9 +455,10 @@ func wait(ctx context.Context, f raft.Future) error {
 
 func (g *Group) raftErr(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
+		return ErrLeadershipLost
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrStopped
 	case errors.Is(err, raft.ErrEnqueueTimeout):
