@@ -173,6 +173,22 @@ func (c *Catalog) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// Voters lists the catalog group's voting members.
+func (c *Catalog) Voters() ([]string, error) {
+	cf := c.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, srv := range cf.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			out = append(out, string(srv.ID))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // Close stops the replica.
 func (c *Catalog) Close() error {
 	var err error
@@ -253,6 +269,48 @@ func (c *Catalog) AddNode(ctx context.Context, n Node) error {
 	return nil
 }
 
+// maintainVoters removes catalog members that have been down longer than
+// the grace period (a node that returns is added again by AddNode) and
+// promotes alive non-voters while the group has fewer than MaxVoters
+// voters, so that the catalog keeps tolerating failures.
+func (c *Catalog) maintainVoters(alive []Node, downSince map[string]time.Time) error {
+	cf := c.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	isAlive := map[raft.ServerID]bool{raft.ServerID(c.cfg.NodeID): true}
+	for _, n := range alive {
+		isAlive[raft.ServerID(n.ID)] = true
+	}
+	voters := 0
+	var promote []raft.Server
+	for _, srv := range cf.Configuration().Servers {
+		if since, down := downSince[string(srv.ID)]; down && !isAlive[srv.ID] && time.Since(since) > c.cfg.DeadGrace {
+			if err := c.raft.RemoveServer(srv.ID, 0, 10*time.Second).Error(); err != nil {
+				return fmt.Errorf("remove %s: %w", srv.ID, err)
+			}
+			c.log.Info("removed unreachable node from the site catalog", "node", srv.ID, "down_since", since)
+			continue
+		}
+		if srv.Suffrage == raft.Voter {
+			voters++
+		} else if isAlive[srv.ID] {
+			promote = append(promote, srv)
+		}
+	}
+	for _, srv := range promote {
+		if voters >= c.cfg.MaxVoters {
+			break
+		}
+		if err := c.raft.AddVoter(srv.ID, srv.Address, 0, 10*time.Second).Error(); err != nil {
+			return fmt.Errorf("promote %s: %w", srv.ID, err)
+		}
+		voters++
+		c.log.Info("promoted node to catalog voter", "node", srv.ID)
+	}
+	return nil
+}
+
 // shards lists every shard of the configured keyspaces.
 func (c *Catalog) shards() []placement.Shard {
 	var out []placement.Shard
@@ -302,6 +360,9 @@ func (c *Catalog) lead(ctx context.Context) error {
 		if err := c.AddNode(ctx, n); err != nil {
 			c.log.Warn("adding node to catalog", "node", n.ID, "err", err)
 		}
+	}
+	if err := c.maintainVoters(alive, downSince); err != nil {
+		c.log.Warn("maintaining catalog voters", "err", err)
 	}
 	st, _ := c.State()
 	if len(st.Map.Shards) == 0 {

@@ -180,10 +180,31 @@ func TestLeaderKillUnderLoad(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	w.waitProgress(t, 200, 30*time.Second)
-	// After the grace period every shard has R replicas again, on live nodes.
+	// After the grace period every shard has R replicas again, on live
+	// nodes, and the catalog is back to three voters, all alive.
 	c.WaitSettled(120 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		voters, err := c.Live()[0].Srv.Catalog().Voters()
+		if err == nil && len(voters) == 3 && !contains(voters, victim.ID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog voters %v (%v), want 3 live ones", voters, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	w.stop()
 	w.wg.Wait()
 	t.Logf("%d acknowledged writes (%d failed attempts) across the kill", w.count(), w.errs.Load())
 	w.verify(t, c)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
