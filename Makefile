@@ -4,7 +4,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN := $(shell $(GO) env GOPATH)/bin
 PROTOS := $(shell find api/proto -name '*.proto')
 
-.PHONY: all build run test test-short fuzz vet fmt proto proto-tools bench clean
+.PHONY: all build run test test-short fuzz vet fmt proto proto-tools bench docker clean
 
 all: build
 
@@ -48,8 +48,25 @@ proto: proto-tools
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTOS:api/proto/%=%)
 
+.PHONY: cluster cluster-down
+
+## cluster: a three-node site "local" on loopback (client ports 7379, 7389, 7399), data in ./data/cluster.
+cluster:
+	scripts/cluster.sh up
+
+## cluster-down: stops the nodes started by make cluster.
+cluster-down:
+	scripts/cluster.sh down
+
 bench:
 	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
+
+## docker: static linux binaries and the FROM-scratch image causeway/kvd:dev.
+docker:
+	mkdir -p bin/linux
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvd ./cmd/kvd
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvctl ./cmd/kvctl
+	docker build -f deploy/Dockerfile -t causeway/kvd:dev .
 
 clean:
 	rm -rf bin
