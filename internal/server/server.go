@@ -114,7 +114,7 @@ func (s *Server) Start() (err error) {
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	peerAddr, clientAddr := s.peerLn.Addr().String(), s.clientLn.Addr().String()
+	peerAddr, clientAddr := s.peerLn.Addr().String(), advertised(s.clientLn.Addr(), s.peerLn.Addr())
 
 	maxMsg := s.cfg.Limits.MaxValueBytes + s.cfg.Limits.MaxKeyBytes + 1<<20
 	if maxMsg < 64<<20 {
@@ -212,6 +212,18 @@ func (s *Server) Start() (err error) {
 	s.log.Info("kvd started", "client_addr", clientAddr, "peer_addr", peerAddr, "gossip_addr", s.members.Local().GossipAddr,
 		"http_addr", s.HTTPAddr(), "data_dir", s.cfg.DataDir, "join", s.cfg.Join)
 	return nil
+}
+
+// advertised is the client address other nodes and tools are told: the
+// listener's, or, when it binds every interface, the peer address's host
+// with the client port.
+func advertised(client, peer net.Addr) string {
+	c, ok1 := client.(*net.TCPAddr)
+	p, ok2 := peer.(*net.TCPAddr)
+	if ok1 && ok2 && c.IP.IsUnspecified() && !p.IP.IsUnspecified() {
+		return net.JoinHostPort(p.IP.String(), fmt.Sprint(c.Port))
+	}
+	return client.String()
 }
 
 func (s *Server) serve(g *grpc.Server, ln net.Listener, name string) {
