@@ -38,3 +38,61 @@ func (c *Client) Snapshot(ctx context.Context, keyspace string, opts ...Option) 
 	}
 	return int(resp.GetSnapshots()), nil
 }
+
+// Members lists the nodes of the site of the node that serves the call:
+// their gossip state (alive, suspect, dead, left, or unknown for a node
+// the catalog knows but gossip does not report), addresses, whether they
+// drain and how many shard replicas the placement map assigns them. The
+// reply also carries the placement epoch and the catalog leader. Any node
+// of the site answers the same (up to gossip propagation), so the call
+// fails over between endpoints unless pinned with WithEndpoint.
+func (c *Client) Members(ctx context.Context, opts ...Option) (*adminv1.MembersResponse, error) {
+	o := c.options(opts)
+	var resp *adminv1.MembersResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.admin[ep].Members(ctx, &adminv1.MembersRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: members: %w", err)
+	}
+	return resp, nil
+}
+
+// Shards lists the shards of keyspace (of every keyspace if keyspace is
+// empty) with their replicas from the placement map, and each replica's
+// raft state as reported by the node that holds it ("unreachable" if that
+// node did not answer). An unknown keyspace fails with NotFound.
+func (c *Client) Shards(ctx context.Context, keyspace string, opts ...Option) (*adminv1.ShardsResponse, error) {
+	o := c.options(opts)
+	var resp *adminv1.ShardsResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.admin[ep].Shards(ctx, &adminv1.ShardsRequest{Keyspace: keyspace})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: shards: %w", err)
+	}
+	return resp, nil
+}
+
+// Drain marks node nodeID draining, so that the site moves every shard
+// replica off it, or with undo lets it take replicas again. It returns
+// the placement epoch that records the change; the replicas move
+// afterwards (watch Members or Shards for progress). An unknown node fails
+// with NotFound. Drain is idempotent, so it is retried like a read.
+func (c *Client) Drain(ctx context.Context, nodeID string, undo bool, opts ...Option) (uint64, error) {
+	if nodeID == "" {
+		return 0, fmt.Errorf("client: drain: %w", invalidArgument("node id is required"))
+	}
+	o := c.options(opts)
+	var resp *adminv1.DrainResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.admin[ep].Drain(ctx, &adminv1.DrainRequest{NodeId: nodeID, Undo: undo})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("client: drain: %w", err)
+	}
+	return resp.GetPlacementEpoch(), nil
+}

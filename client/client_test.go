@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/client/clienttest"
 	"github.com/causeway-db/causeway/internal/causal"
 )
@@ -409,6 +410,76 @@ func TestAdmin(t *testing.T) {
 	}
 	if _, err := c.Snapshot(ctx, "nope"); status.Code(err) != codes.NotFound {
 		t.Fatalf("Snapshot(unknown) = %v, want NotFound", err)
+	}
+}
+
+func TestSiteAdmin(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+
+	// The default site: the fake alone.
+	m, err := c.Members(ctx)
+	if err != nil || len(m.GetMembers()) != 1 || m.GetMembers()[0].GetNodeId() != clienttest.NodeID || m.GetCatalogLeader() != clienttest.NodeID {
+		t.Fatalf("Members = %v, %v", m, err)
+	}
+	sh, err := c.Shards(ctx, "")
+	if err != nil || len(sh.GetShards()) != 1 || sh.GetShards()[0].GetLeader() != clienttest.NodeID {
+		t.Fatalf("Shards = %v, %v", sh, err)
+	}
+	if _, err := c.Shards(ctx, "nope"); status.Code(err) != codes.NotFound {
+		t.Fatalf("Shards(unknown keyspace) = %v, want NotFound", err)
+	}
+
+	f.SetMembers(
+		&adminv1.Member{Site: "s", NodeId: "n1", State: "alive", Replicas: 4},
+		&adminv1.Member{Site: "s", NodeId: "n2", State: "alive", Replicas: 4},
+	)
+	f.SetDrainStep(2)
+	epoch, err := c.Drain(ctx, "n2", false)
+	if err != nil || epoch != 2 {
+		t.Fatalf("Drain = %d, %v; want epoch 2", epoch, err)
+	}
+	for _, want := range []uint32{2, 0, 0} {
+		m, err := c.Members(ctx)
+		if err != nil || len(m.GetMembers()) != 2 {
+			t.Fatalf("Members = %v, %v", m, err)
+		}
+		n2 := m.GetMembers()[1]
+		if !n2.GetDraining() || n2.GetReplicas() != want || m.GetPlacementEpoch() != 2 {
+			t.Fatalf("n2 while draining = %v (epoch %d), want %d replicas", n2, m.GetPlacementEpoch(), want)
+		}
+	}
+	if epoch, err := c.Drain(ctx, "n2", true); err != nil || epoch != 3 {
+		t.Fatalf("Drain(undo) = %d, %v", epoch, err)
+	}
+	if ms := f.SiteMembers(); ms[1].GetDraining() {
+		t.Fatalf("n2 still draining after undo: %v", ms[1])
+	}
+	if drains := f.Drains(); len(drains) != 2 || drains[0].GetUndo() || !drains[1].GetUndo() {
+		t.Fatalf("Drain requests = %v", drains)
+	}
+
+	if _, err := c.Drain(ctx, "n9", false); status.Code(err) != codes.NotFound {
+		t.Fatalf("Drain(unknown node) = %v, want NotFound", err)
+	}
+	calls := f.Calls()
+	if _, err := c.Drain(ctx, "", false); status.Code(err) != codes.InvalidArgument || f.Calls() != calls {
+		t.Fatalf("Drain(\"\") = %v (calls %d -> %d), want InvalidArgument without a call", err, calls, f.Calls())
+	}
+
+	// Retried on Unavailable like the other admin calls.
+	f.FailNext(codes.Unavailable, codes.Unavailable)
+	if _, err := c.Members(ctx); err != nil {
+		t.Fatalf("Members after two Unavailable = %v", err)
+	}
+	f.FailNext(codes.Unavailable)
+	if _, err := c.Drain(ctx, "n1", false); err != nil {
+		t.Fatalf("Drain after Unavailable = %v", err)
+	}
+	f.FailNext(codes.Internal)
+	if _, err := c.Shards(ctx, ""); status.Code(err) != codes.Internal || !strings.HasPrefix(err.Error(), "client: shards: ") {
+		t.Fatalf("Shards after Internal = %v", err)
 	}
 }
 

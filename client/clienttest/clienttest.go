@@ -46,6 +46,14 @@ type Server struct {
 		calls     int
 		putIDs    []*kvv1.RequestID
 		sessions  [][]byte
+
+		// The site reported by Members, Shards and Drain; nil members or
+		// shards mean the default (see SetMembers and SetShards).
+		members   []*adminv1.Member
+		shards    []*adminv1.ShardInfo
+		epoch     uint64
+		drainStep uint32
+		drains    []*adminv1.DrainRequest
 	}
 }
 
@@ -58,6 +66,8 @@ func Start(tb testing.TB) *Server {
 	s.mu.data = map[string][]*kvv1.VersionedValue{}
 	s.mu.applied = map[string]*kvv1.Version{}
 	s.mu.hlc = causal.MakeHLC(1_700_000_000_000, 0)
+	s.mu.epoch = 1
+	s.mu.drainStep = 1
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -473,4 +483,159 @@ func (s *Server) Snapshot(ctx context.Context, r *adminv1.SnapshotRequest) (*adm
 		return nil, status.Errorf(codes.NotFound, "unknown keyspace %q", r.GetKeyspace())
 	}
 	return &adminv1.SnapshotResponse{Snapshots: 1}, nil
+}
+
+// SetMembers replaces the nodes the fake reports as its site (through
+// Members) and that Drain accepts. Until it is called the site is the fake
+// alone, alive, with one replica per keyspace. The catalog leader reported
+// is the first member.
+func (s *Server) SetMembers(ms ...*adminv1.Member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.members = make([]*adminv1.Member, len(ms))
+	for i, m := range ms {
+		s.mu.members[i] = proto.Clone(m).(*adminv1.Member)
+	}
+}
+
+// SiteMembers returns the members as the fake currently sees them
+// (draining flags and replica counts included).
+func (s *Server) SiteMembers() []*adminv1.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := s.membersLocked()
+	out := make([]*adminv1.Member, len(ms))
+	for i, m := range ms {
+		out[i] = proto.Clone(m).(*adminv1.Member)
+	}
+	return out
+}
+
+// SetShards replaces the shards the fake reports through Shards. Until it
+// is called there is one shard per keyspace with one voting replica on the
+// fake, which leads it. Draining does not change the shards reported.
+func (s *Server) SetShards(shards ...*adminv1.ShardInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.shards = make([]*adminv1.ShardInfo, len(shards))
+	for i, sh := range shards {
+		s.mu.shards[i] = proto.Clone(sh).(*adminv1.ShardInfo)
+	}
+}
+
+// SetDrainStep sets how many replicas each Members call moves off every
+// draining member (1 unless set; 0 makes draining never progress).
+func (s *Server) SetDrainStep(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.drainStep = uint32(max(n, 0))
+}
+
+// PlacementEpoch returns the placement epoch the fake reports; it starts
+// at 1 and every Drain call increments it.
+func (s *Server) PlacementEpoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.epoch
+}
+
+// Drains returns the Drain requests received, in order.
+func (s *Server) Drains() []*adminv1.DrainRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*adminv1.DrainRequest, len(s.mu.drains))
+	for i, r := range s.mu.drains {
+		out[i] = proto.Clone(r).(*adminv1.DrainRequest)
+	}
+	return out
+}
+
+// membersLocked returns the site's members, materialising the default
+// site on first use. REQUIRES: s.mu.
+func (s *Server) membersLocked() []*adminv1.Member {
+	if s.mu.members == nil {
+		s.mu.members = []*adminv1.Member{{
+			Site: Site, NodeId: NodeID, State: "alive", ClientAddr: s.addr,
+			Replicas: uint32(len(s.mu.keyspaces)),
+		}}
+	}
+	return s.mu.members
+}
+
+// Members implements adminv1.AdminServer. Every call first moves the
+// drain step's worth of replicas off each draining member.
+func (s *Server) Members(ctx context.Context, _ *adminv1.MembersRequest) (*adminv1.MembersResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	ms := s.membersLocked()
+	resp := &adminv1.MembersResponse{PlacementEpoch: s.mu.epoch}
+	for _, m := range ms {
+		if m.Draining {
+			m.Replicas -= min(m.Replicas, s.mu.drainStep)
+		}
+		resp.Members = append(resp.Members, proto.Clone(m).(*adminv1.Member))
+	}
+	if len(ms) > 0 {
+		resp.CatalogLeader = ms[0].NodeId
+	}
+	return resp, nil
+}
+
+// Shards implements adminv1.AdminServer.
+func (s *Server) Shards(ctx context.Context, r *adminv1.ShardsRequest) (*adminv1.ShardsResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	if ks := r.GetKeyspace(); ks != "" && !s.mu.keyspaces[ks] {
+		return nil, status.Errorf(codes.NotFound, "unknown keyspace %q", ks)
+	}
+	shards := s.mu.shards
+	if shards == nil {
+		var kss []string
+		for ks := range s.mu.keyspaces {
+			kss = append(kss, ks)
+		}
+		sort.Strings(kss)
+		for _, ks := range kss {
+			idx := s.mu.hlc & 0xffff
+			shards = append(shards, &adminv1.ShardInfo{Keyspace: ks, Leader: NodeID, Replicas: []*adminv1.ShardReplica{
+				{NodeId: NodeID, Voter: true, State: "Leader", CommitIndex: idx, AppliedIndex: idx},
+			}})
+		}
+	}
+	resp := &adminv1.ShardsResponse{PlacementEpoch: s.mu.epoch}
+	for _, sh := range shards {
+		if r.GetKeyspace() == "" || sh.GetKeyspace() == r.GetKeyspace() {
+			resp.Shards = append(resp.Shards, proto.Clone(sh).(*adminv1.ShardInfo))
+		}
+	}
+	return resp, nil
+}
+
+// Drain implements adminv1.AdminServer: it sets the member's draining
+// flag (clears it with undo) and increments the placement epoch. Replicas
+// then leave the member as Members is called (see SetDrainStep).
+func (s *Server) Drain(ctx context.Context, r *adminv1.DrainRequest) (*adminv1.DrainResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	s.mu.drains = append(s.mu.drains, proto.Clone(r).(*adminv1.DrainRequest))
+	if r.GetNodeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id is required")
+	}
+	for _, m := range s.membersLocked() {
+		if m.NodeId == r.GetNodeId() {
+			m.Draining = !r.GetUndo()
+			s.mu.epoch++
+			return &adminv1.DrainResponse{PlacementEpoch: s.mu.epoch}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "unknown node %q", r.GetNodeId())
 }

@@ -8,4 +8,10 @@
 // lets a test inject failures (FailNext, LoseReplies, Block). It does not
 // model replication, shards or causal waiting; scan continuations are
 // simply the last key returned.
+//
+// The site-wide admin calls (Members, Shards, Drain) report a site the
+// test describes with SetMembers and SetShards (by default the fake alone).
+// Drain sets a member's draining flag, and each later Members call moves
+// SetDrainStep replicas off every draining member, so that code waiting
+// for a drain to finish can be tested.
 package clienttest

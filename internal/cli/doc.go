@@ -1,5 +1,5 @@
 // Package cli implements kvctl, Causeway's command-line client: each command
-// parses its arguments, makes one call through package client, and prints
+// parses its arguments, makes its calls through package client, and prints
 // the result as text or JSON.
 //
 // Main runs one kvctl invocation in-process against injected standard

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# cluster.sh runs a three-node Causeway site on loopback for development.
+#
+#   scripts/cluster.sh up       build bin/kvd, start n1, n2, n3, wait until ready
+#   scripts/cluster.sh down     stop them (SIGTERM, then wait)
+#   scripts/cluster.sh status   show which nodes run
+#
+# Node nK (K = 1, 2, 3) listens on 127.0.0.1 ports B, B+1, B+2, B+3 (client,
+# http, peer, gossip) with B = 7379 + 10*(K-1); n2 and n3 join n1's gossip
+# address. Node nK keeps its data in data/cluster/nK, its log in
+# data/cluster/nK.log and its pid in data/cluster/nK.pid. The data survives
+# down/up; delete data/cluster to start a new site.
+#
+# up returns once every node's /readyz answers 200 and every shard has its
+# three replicas (or warns if the replicas are still moving after the ready
+# timeout: the site serves meanwhile).
+#
+# Environment: CLUSTER_READY_TIMEOUT (seconds, default 60), CLUSTER_STOP_TIMEOUT
+# (seconds, default 30), CLUSTER_NO_BUILD=1 to skip building bin/kvd.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+DIR=data/cluster
+KVD=bin/kvd
+KVCTL=bin/kvctl
+SITE=local
+NODES=(n1 n2 n3)
+JOIN=127.0.0.1:7382
+REPLICAS=3
+READY_TIMEOUT=${CLUSTER_READY_TIMEOUT:-60}
+STOP_TIMEOUT=${CLUSTER_STOP_TIMEOUT:-30}
+
+die() {
+	echo "cluster: $*" >&2
+	exit 1
+}
+
+# base NODE prints the node's first port.
+base() {
+	local k=${1#n}
+	echo $((7379 + 10 * (k - 1)))
+}
+
+client_addr() { echo "127.0.0.1:$(base "$1")"; }
+http_addr() { echo "127.0.0.1:$(($(base "$1") + 1))"; }
+
+endpoints() {
+	local eps=() n
+	for n in "${NODES[@]}"; do eps+=("$(client_addr "$n")"); done
+	(IFS=,; echo "${eps[*]}")
+}
+
+# pid_of NODE prints the pid of the node's running kvd, or fails (removing
+# a stale pid file).
+pid_of() {
+	local f="$DIR/$1.pid" pid
+	[[ -f $f ]] || return 1
+	pid=$(<"$f")
+	if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && ps -p "$pid" -o args= 2>/dev/null | grep -q -- "--node-id $1 "; then
+		echo "$pid"
+		return 0
+	fi
+	rm -f "$f"
+	return 1
+}
+
+# port_busy PORT succeeds if something accepts TCP connections on it.
+port_busy() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# http_status URL prints the HTTP status code of a GET (000 if none).
+http_status() {
+	if command -v curl >/dev/null; then
+		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
+	else
+		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
+	fi
+}
+
+start_node() {
+	local n=$1 b
+	b=$(base "$n")
+	local args=(--site "$SITE" --node-id "$n" --data-dir "$DIR/$n"
+		--client-addr "127.0.0.1:$b" --http-addr "127.0.0.1:$((b + 1))"
+		--peer-addr "127.0.0.1:$((b + 2))" --gossip-addr "127.0.0.1:$((b + 3))")
+	if [[ $n != n1 ]]; then args+=(--join "$JOIN"); fi
+	mkdir -p "$DIR/$n"
+	echo "=== $(date '+%F %T') starting $n: $KVD ${args[*]}" >>"$DIR/$n.log"
+	# A session of its own: the node outlives this script and the terminal's
+	# Ctrl-C.
+	if command -v setsid >/dev/null; then
+		nohup setsid "$KVD" "${args[@]}" >>"$DIR/$n.log" 2>&1 </dev/null &
+	else
+		nohup "$KVD" "${args[@]}" >>"$DIR/$n.log" 2>&1 </dev/null &
+	fi
+	echo $! >"$DIR/$n.pid"
+}
+
+# fail_up MESSAGE shows the logs' ends, stops what up started and exits.
+fail_up() {
+	echo >&2
+	echo "cluster: $*" >&2
+	local n
+	for n in "${NODES[@]}"; do
+		if [[ -f $DIR/$n.log ]]; then
+			echo "--- last lines of $DIR/$n.log:" >&2
+			tail -n 5 "$DIR/$n.log" >&2
+		fi
+	done
+	stop_all >&2
+	exit 1
+}
+
+# wait_http NODE PATH waits (with dots) until the node answers 200 on PATH;
+# it fails the start if the node exits or the deadline passes.
+wait_http() {
+	local n=$1 path=$2 url
+	url="http://$(http_addr "$n")$path"
+	while [[ $(http_status "$url") != 200 ]]; do
+		pid_of "$n" >/dev/null || fail_up "$n exited during start"
+		((SECONDS < deadline)) || fail_up "$n not ready after ${READY_TIMEOUT}s ($url)"
+		printf .
+		sleep 0.5
+	done
+}
+
+# placed succeeds once every shard has REPLICAS voting replicas.
+placed() {
+	local doc shards voters
+	doc=$("$KVCTL" --endpoints "$(endpoints)" --session-file none --timeout 5s -o json cluster shards 2>/dev/null) || return 1
+	shards=$(grep -c '"shard": [0-9]' <<<"$doc" || true)
+	voters=$(grep -c '"role": "voter"' <<<"$doc" || true)
+	((shards > 0 && voters == REPLICAS * shards)) && ! grep -q '"role": "learner"' <<<"$doc"
+}
+
+# wait_placement waits (with dots, until the ready deadline, at least 30s
+# from now) for the shard replicas to reach every node.
+wait_placement() {
+	[[ -x $KVCTL ]] || return 0
+	local end=$((deadline > SECONDS + 30 ? deadline : SECONDS + 30))
+	printf 'waiting for %d replicas of every shard' "$REPLICAS"
+	until placed; do
+		if ((SECONDS >= end)); then
+			echo
+			echo "cluster: warning: replicas are still moving; the site serves meanwhile (see: $KVCTL cluster shards)" >&2
+			return 0
+		fi
+		printf .
+		sleep 1
+	done
+	echo " done"
+}
+
+cmd_up() {
+	local n running=() b p
+	for n in "${NODES[@]}"; do
+		if pid_of "$n" >/dev/null; then running+=("$n"); fi
+	done
+	if ((${#running[@]} == ${#NODES[@]})); then
+		echo "cluster: already running"
+		cmd_status
+		return 0
+	fi
+	if ((${#running[@]} > 0)); then
+		die "${running[*]} already running; run 'scripts/cluster.sh down' first"
+	fi
+	for n in "${NODES[@]}"; do
+		b=$(base "$n")
+		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
+			if port_busy "$p"; then
+				die "port $p (for $n) is in use; is another kvd running (make run)?"
+			fi
+		done
+	done
+	if [[ ${CLUSTER_NO_BUILD:-} != 1 ]]; then
+		"${MAKE:-make}" --no-print-directory build
+	fi
+	[[ -x $KVD ]] || die "$KVD not found; run make build"
+	mkdir -p "$DIR"
+
+	trap 'fail_up "interrupted"' INT TERM
+	deadline=$((SECONDS + READY_TIMEOUT))
+	printf 'starting n1'
+	start_node n1
+	wait_http n1 /healthz # gossip listens: the others can join
+	for n in "${NODES[@]:1}"; do
+		printf ' %s' "$n"
+		start_node "$n"
+	done
+	printf '\nwaiting for /readyz'
+	for n in "${NODES[@]}"; do
+		wait_http "$n" /readyz
+		printf ' %s' "$n"
+	done
+	trap - INT TERM
+	echo " ready"
+	wait_placement
+	echo
+	cmd_status
+	echo
+	echo "Try:"
+	echo "  bin/kvctl --endpoints $(endpoints) cluster members"
+	echo "  export CAUSEWAY_ENDPOINTS=$(endpoints)"
+	echo "  bin/kvctl put greeting hello && bin/kvctl get greeting"
+	echo "Stop with: make cluster-down (logs in $DIR/nN.log)"
+}
+
+# stop_all sends SIGTERM to every running node and waits for them to exit
+# (SIGKILL after CLUSTER_STOP_TIMEOUT seconds).
+stop_all() {
+	local n pid pids=() names=() end
+	for n in "${NODES[@]}"; do
+		if pid=$(pid_of "$n"); then
+			kill -TERM "$pid" 2>/dev/null || true
+			pids+=("$pid")
+			names+=("$n")
+		fi
+	done
+	if ((${#pids[@]} == 0)); then
+		echo "cluster: not running"
+		return 0
+	fi
+	printf 'stopping %s' "${names[*]}"
+	end=$((SECONDS + STOP_TIMEOUT))
+	while :; do
+		local alive=0
+		for pid in "${pids[@]}"; do
+			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+		done
+		((alive)) || break
+		if ((SECONDS >= end)); then
+			echo
+			echo "cluster: still running after ${STOP_TIMEOUT}s; sending SIGKILL" >&2
+			for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+			sleep 0.5
+			break
+		fi
+		printf .
+		sleep 0.5
+	done
+	for n in "${names[@]}"; do rm -f "$DIR/$n.pid"; done
+	echo " stopped"
+}
+
+cmd_down() {
+	stop_all
+}
+
+cmd_status() {
+	local n pid state ready up=0
+	printf '%-4s %-8s %-8s %-16s %-16s %s\n' NODE STATE PID CLIENT HTTP READY
+	for n in "${NODES[@]}"; do
+		if pid=$(pid_of "$n"); then
+			up=$((up + 1))
+			state=running
+			ready=$([[ $(http_status "http://$(http_addr "$n")/readyz") == 200 ]] && echo yes || echo no)
+		else
+			pid=- state=stopped ready=-
+		fi
+		printf '%-4s %-8s %-8s %-16s %-16s %s\n' "$n" "$state" "$pid" "$(client_addr "$n")" "$(http_addr "$n")" "$ready"
+	done
+	((up > 0)) || return 3
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*)
+	echo "usage: $0 up|down|status" >&2
+	exit 2
+	;;
+esac
