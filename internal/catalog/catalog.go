@@ -88,6 +88,10 @@ type Shards interface {
 	// CaughtUp reports whether node's replica has applied everything its
 	// leader had committed when asked.
 	CaughtUp(ctx context.Context, s placement.Shard, replicas []Node, node Node) (bool, error)
+	// Leader returns the id of s's current leader.
+	Leader(ctx context.Context, s placement.Shard, replicas []Node) (string, error)
+	// TransferLeader hands s's leadership to node.
+	TransferLeader(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
 }
 
 // Deps are a catalog's collaborators.
@@ -388,7 +392,7 @@ func (c *Catalog) lead(ctx context.Context) error {
 	}
 	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
-		return nil
+		return c.balanceLeaders(ctx, st, live)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(steps))
@@ -407,6 +411,43 @@ func (c *Catalog) lead(ctx context.Context) error {
 		}(i, s)
 	}
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// balanceLeaders moves shard leadership toward placement.PreferredLeaders
+// (at most MaxConcurrentSteps transfers a round), so that every node leads
+// about as many shards: leaders do the log writes and serve the writes and
+// STRONG reads of their shards.
+func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement.NodeID) error {
+	isLive := map[placement.NodeID]bool{}
+	for _, id := range live {
+		isLive[id] = true
+	}
+	moves := 0
+	var errs []error
+	for _, s := range st.Map.SortedShards() {
+		want, ok := placement.PreferredLeaders(st.Map)[s]
+		if !ok || !isLive[want] || moves >= c.cfg.MaxConcurrentSteps {
+			continue
+		}
+		var replicas []Node
+		for _, r := range st.Map.Shards[s] {
+			if n, ok := st.Nodes[string(r.Node)]; ok {
+				replicas = append(replicas, n)
+			}
+		}
+		cur, err := c.deps.Shards.Leader(ctx, s, replicas)
+		if err != nil || cur == string(want) {
+			continue
+		}
+		moves++
+		if err := c.deps.Shards.TransferLeader(ctx, s, replicas, st.Nodes[string(want)]); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.m.steps.WithLabelValues("transfer-leader", "ok").Inc()
+		c.log.Info("moved shard leadership", "shard", s.String(), "from", cur, "to", want)
+	}
 	return errors.Join(errs...)
 }
 

@@ -137,6 +137,14 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 			return &peerv1.ChangeReplicasResponse{}, nil
 		}
 		f = r.AddVoter(id, addr, 0, 10*time.Second)
+	case peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER:
+		if cur == nil || cur.Suffrage != raft.Voter {
+			return nil, status.Errorf(codes.FailedPrecondition, "peer: %s is not a voter of %s", req.NodeId, g.ID())
+		}
+		if err := r.LeadershipTransferToServer(cur.ID, cur.Address).Error(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "peer: transfer leadership of %s to %s: %v", g.ID(), req.NodeId, err)
+		}
+		return &peerv1.ChangeReplicasResponse{}, nil
 	case peerv1.ChangeReplicasRequest_OP_REMOVE:
 		if cur == nil {
 			return &peerv1.ChangeReplicasResponse{}, nil
@@ -266,6 +274,20 @@ func (x Shards) Promote(ctx context.Context, s placement.Shard, replicas []catal
 // Remove implements catalog.Shards.
 func (x Shards) Remove(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) error {
 	return x.change(ctx, s, replicas, n, peerv1.ChangeReplicasRequest_OP_REMOVE)
+}
+
+// Leader implements catalog.Shards.
+func (x Shards) Leader(ctx context.Context, s placement.Shard, replicas []catalog.Node) (string, error) {
+	_, st, err := x.leader(ctx, s, replicas)
+	if err != nil {
+		return "", err
+	}
+	return st.LeaderId, nil
+}
+
+// TransferLeader implements catalog.Shards.
+func (x Shards) TransferLeader(ctx context.Context, s placement.Shard, replicas []catalog.Node, to catalog.Node) error {
+	return x.change(ctx, s, replicas, to, peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER)
 }
 
 // CaughtUp implements catalog.Shards: the learner has applied at least the

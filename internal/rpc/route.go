@@ -92,11 +92,13 @@ func (s *KV) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group
 }
 
 // onLeader runs local on the shard leader, here or, through forward, on
-// the node that leads it. A leadership change between choosing and
-// proposing, or while proposing, is retried: every mutation carries a
-// request id by then, so a retry of a write that did commit applies once.
+// the node that leads it. A leadership change (election, transfer) before
+// or during the proposal is retried until LeaderWait: every mutation
+// carries a request id by then, so a retry of a write that did commit
+// applies once. Only the node the client called retries (hop 0).
 func (s *KV) onLeader(ctx context.Context, sh placement.Shard, local func(*shard.Group) error, forward func(kvv1.KVClient, context.Context) error) error {
-	for attempt := 0; ; attempt++ {
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	for {
 		g, addr, err := s.leaderTarget(ctx, sh)
 		if err != nil {
 			return err
@@ -107,13 +109,32 @@ func (s *KV) onLeader(ctx context.Context, sh placement.Shard, local func(*shard
 				return err
 			}
 			s.metrics.forwarded.Inc()
-			return remoteErr(forward(kv, forwardCtx(ctx)))
-		}
-		err = local(g)
-		if (errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) && attempt < 3 {
+			err = remoteErr(forward(kv, forwardCtx(ctx)))
+			// The node we forwarded to may have just lost the leadership
+			// (an election, a leadership transfer): ask again.
+			if status.Code(err) != codes.Unavailable || hopsIn(ctx) > 0 || !retryBefore(ctx, deadline) {
+				return err
+			}
 			continue
 		}
-		return err
+		err = local(g)
+		if !(errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) || !retryBefore(ctx, deadline) {
+			return err
+		}
+	}
+}
+
+// retryBefore waits a moment before a retry and reports whether there is
+// still time for one.
+func retryBefore(ctx context.Context, deadline time.Time) bool {
+	if time.Now().After(deadline) {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(20 * time.Millisecond):
+		return true
 	}
 }
 

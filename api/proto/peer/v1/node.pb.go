@@ -28,6 +28,8 @@ const (
 	ChangeReplicasRequest_OP_ADD_LEARNER ChangeReplicasRequest_Op = 1
 	ChangeReplicasRequest_OP_PROMOTE     ChangeReplicasRequest_Op = 2
 	ChangeReplicasRequest_OP_REMOVE      ChangeReplicasRequest_Op = 3
+	// Hand the shard's leadership to the node.
+	ChangeReplicasRequest_OP_TRANSFER_LEADER ChangeReplicasRequest_Op = 4
 )
 
 // Enum value maps for ChangeReplicasRequest_Op.
@@ -37,12 +39,14 @@ var (
 		1: "OP_ADD_LEARNER",
 		2: "OP_PROMOTE",
 		3: "OP_REMOVE",
+		4: "OP_TRANSFER_LEADER",
 	}
 	ChangeReplicasRequest_Op_value = map[string]int32{
-		"OP_UNSPECIFIED": 0,
-		"OP_ADD_LEARNER": 1,
-		"OP_PROMOTE":     2,
-		"OP_REMOVE":      3,
+		"OP_UNSPECIFIED":     0,
+		"OP_ADD_LEARNER":     1,
+		"OP_PROMOTE":         2,
+		"OP_REMOVE":          3,
+		"OP_TRANSFER_LEADER": 4,
 	}
 )
 
@@ -901,18 +905,19 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x04site\x18\x04 \x01(\tR\x04site\"Y\n" +
 	"\x11ScanShardResponse\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.causeway.peer.v1.ScanItemR\x05items\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"\x88\x02\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x02\n" +
 	"\x15ChangeReplicasRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12:\n" +
 	"\x02op\x18\x02 \x01(\x0e2*.causeway.peer.v1.ChangeReplicasRequest.OpR\x02op\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"K\n" +
+	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"c\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_ADD_LEARNER\x10\x01\x12\x0e\n" +
 	"\n" +
 	"OP_PROMOTE\x10\x02\x12\r\n" +
-	"\tOP_REMOVE\x10\x03\".\n" +
+	"\tOP_REMOVE\x10\x03\x12\x16\n" +
+	"\x12OP_TRANSFER_LEADER\x10\x04\".\n" +
 	"\x16ChangeReplicasResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
 	"\x14ReplicaStatusRequest\x120\n" +
