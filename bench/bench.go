@@ -1,7 +1,8 @@
-// Package bench measures Causeway's client API: timed put and get phases
-// at several client counts against an embedded single-node kvd (fsync on)
-// or running servers, with latency histograms, plus the disk's fdatasync
-// latency for context. cmd/kvbench is its command line.
+// Package bench measures Causeway's client API: timed put, CAUSAL get and
+// STRONG get phases at several client counts against an embedded site of
+// one or more kvd nodes in this process (fsync on) or running servers,
+// with latency histograms, plus the disk's fdatasync latency for context.
+// cmd/kvbench is its command line.
 package bench
 
 import (
@@ -15,17 +16,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
 // Config is one benchmark run.
 type Config struct {
 	// Endpoints are host:port client addresses of running servers. Empty
-	// starts an embedded single-node server.
+	// starts an embedded site of Nodes servers.
 	Endpoints []string
+	// Nodes is the number of nodes of the embedded site (default 1); they
+	// form one site with 3 replicas per shard (fewer with fewer nodes).
+	Nodes int
 	// DataDirParent is where the embedded server's temporary data
 	// directory and the fsync probe file go (default os.TempDir()).
 	DataDirParent string
@@ -35,7 +38,8 @@ type Config struct {
 	NoSync bool
 	// Clients lists the client counts; each gets every phase of Ops.
 	Clients []int
-	// Ops lists the phases run per client count, in order: "put", "get".
+	// Ops lists the phases run per client count, in order: "put", "get"
+	// (CAUSAL read) and "sget" (STRONG read).
 	Ops []string
 	// Duration is the measured part of each phase, after Warmup.
 	Duration time.Duration
@@ -59,7 +63,7 @@ type Config struct {
 	ProgressEvery time.Duration
 	// ServerLogger receives the embedded server's logs; nil discards them.
 	ServerLogger *slog.Logger
-	// ServerTweak adjusts the embedded server's configuration (tests).
+	// ServerTweak adjusts each embedded node's configuration (tests).
 	ServerTweak func(*server.Config)
 }
 
@@ -92,12 +96,18 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.Ops) == 0 {
-		errs = append(errs, errors.New("ops: need at least one of put, get"))
+		errs = append(errs, errors.New("ops: need at least one of put, get, sget"))
 	}
 	for _, op := range c.Ops {
-		if op != "put" && op != "get" {
-			errs = append(errs, fmt.Errorf("ops: unknown op %q (want put or get)", op))
+		if _, ok := opConsistency[op]; !ok {
+			errs = append(errs, fmt.Errorf("ops: unknown op %q (want put, get or sget)", op))
 		}
+	}
+	if c.Nodes < 0 || c.Nodes > 7 {
+		errs = append(errs, fmt.Errorf("nodes: %d is not between 1 and 7", c.Nodes))
+	}
+	if c.Nodes > 1 && len(c.Endpoints) > 0 {
+		errs = append(errs, errors.New("nodes: only for the embedded site, not with endpoints"))
 	}
 	if c.Duration <= 0 {
 		errs = append(errs, errors.New("duration must be positive"))
@@ -116,10 +126,15 @@ func (c Config) Validate() error {
 
 // Report is the outcome of a run.
 type Report struct {
-	Started  time.Time    `json:"started"`
-	Finished time.Time    `json:"finished"`
-	Machine  Machine      `json:"machine"`
-	Target   string       `json:"target"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Machine  Machine   `json:"machine"`
+	Target   string    `json:"target"`
+	// Nodes is the size of the embedded site (0 with endpoints).
+	Nodes int `json:"nodes,omitempty"`
+	// Leaders is, for an embedded site, how many shards each node led
+	// once it had settled (e.g. "n1=16 n2=0 n3=0").
+	Leaders  string       `json:"shard_leaders,omitempty"`
 	DataDir  string       `json:"data_dir_parent,omitempty"`
 	Shards   uint32       `json:"shards,omitempty"`
 	Fsync    bool         `json:"fsync"`
@@ -137,7 +152,38 @@ type WorkloadInfo struct {
 	Keys        int     `json:"keys"`
 	DurationSec float64 `json:"duration_sec"`
 	WarmupSec   float64 `json:"warmup_sec"`
-	Consistency string  `json:"get_consistency"`
+	// Consistency describes the reads: "CAUSAL" for get, "STRONG" for
+	// sget, or both.
+	Consistency string `json:"get_consistency"`
+}
+
+// opConsistency maps each op to the consistency of its reads ("" for put).
+var opConsistency = map[string]kvv1.Consistency{
+	"put":  kvv1.Consistency_CONSISTENCY_UNSPECIFIED,
+	"get":  kvv1.Consistency_CONSISTENCY_CAUSAL,
+	"sget": kvv1.Consistency_CONSISTENCY_STRONG,
+}
+
+// consistencyName is "CAUSAL" or "STRONG" for a read op, "" for put.
+func consistencyName(op string) string {
+	switch op {
+	case "get":
+		return "CAUSAL"
+	case "sget":
+		return "STRONG"
+	}
+	return ""
+}
+
+func describeReads(ops []string) string {
+	get, sget := slices.Contains(ops, "get"), slices.Contains(ops, "sget")
+	switch {
+	case get && sget:
+		return "get CAUSAL, sget STRONG"
+	case sget:
+		return "STRONG"
+	}
+	return "CAUSAL" // also the server's default when there is no read phase
 }
 
 // LoadInfo describes the initial load.
@@ -173,7 +219,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		Workload: WorkloadInfo{
 			ValueSize: c.ValueSize, Keys: c.Keys,
 			DurationSec: c.Duration.Seconds(), WarmupSec: c.Warmup.Seconds(),
-			Consistency: "CAUSAL",
+			Consistency: describeReads(c.Ops),
 		},
 	}
 	defer func() { rep.Finished = time.Now().UTC() }()
@@ -194,27 +240,35 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 
 	endpoints := c.Endpoints
-	var gatherer prometheus.Gatherer
+	var gatherers []NodeGatherer
 	if len(endpoints) == 0 {
-		c.progressf("kvbench: starting embedded kvd under %s (fsync %s)", rep.DataDir, onOff(!c.NoSync))
+		nodes := max(c.Nodes, 1)
+		c.progressf("kvbench: starting embedded site of %d kvd node(s) under %s (fsync %s)", nodes, rep.DataDir, onOff(!c.NoSync))
 		e, err := StartEmbedded(EmbeddedOptions{
-			Parent: parent, Shards: c.Shards, NoSync: c.NoSync,
-			Logger: c.ServerLogger, Tweak: c.ServerTweak,
+			Parent: parent, Nodes: nodes, Shards: c.Shards, NoSync: c.NoSync,
+			Logger: c.ServerLogger, Tweak: c.ServerTweak, Progress: c.Progress,
 		})
 		if err != nil {
 			return rep, err
 		}
 		defer func() {
-			c.progressf("kvbench: stopping embedded kvd and removing %s", e.DataDir)
+			c.progressf("kvbench: stopping embedded site and removing %s", e.DataDir)
 			if err := e.Close(); err != nil {
 				c.progressf("kvbench: cleanup: %v", err)
 			}
 		}()
-		endpoints = []string{e.Addr()}
-		gatherer = e.Srv.Registry()
+		endpoints = e.Addrs()
+		gatherers = e.Gatherers()
 		rep.Shards = e.Config.Shards
 		rep.Fsync = !e.Config.NoSync
-		rep.Target = fmt.Sprintf("embedded single-node kvd, %d shards, fsync %s", e.Config.Shards, onOff(rep.Fsync))
+		rep.Nodes = nodes
+		if nodes == 1 {
+			rep.Target = fmt.Sprintf("embedded single-node kvd, %d shards, fsync %s", e.Config.Shards, onOff(rep.Fsync))
+		} else {
+			rep.Leaders = e.LeaderSummary()
+			rep.Target = fmt.Sprintf("embedded %d-node site in one process (loopback gRPC), %d shards × %d replicas, fsync %s; clients round-robin over the nodes",
+				nodes, e.Config.Shards, min(e.Config.Replicas, nodes), onOff(rep.Fsync))
+		}
 	} else {
 		rep.DataDir = "" // the servers' disks are unknown
 		rep.Fsync = true // assumed: kvd has no flag to turn it off
@@ -231,7 +285,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	loaded := false
 	for _, clients := range c.Clients {
 		for pi, op := range c.Ops {
-			if op == "get" && !loaded {
+			if op != "put" && !loaded {
 				if err := load(ctx, c, w, endpoints, rep); err != nil {
 					rep.Incomplete = true
 					return rep, err
@@ -243,11 +297,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 				return rep, err
 			}
 			newOp := w.PutOp(pool)
-			if op == "get" {
-				newOp = w.GetOp(pool)
+			if op != "put" {
+				newOp = w.GetOp(pool, opConsistency[op])
 			}
 			c.progressf("kvbench: %s phase, %d clients over %d connections, %s warmup + %s", op, clients, pool.Conns(), c.Warmup, c.Duration)
-			before, haveMetrics := gatherTotals(gatherer)
+			before, haveMetrics := gatherTotals(gatherers)
 			phaseStart := time.Now()
 			res, err := RunPhase(ctx, PhaseSpec{
 				Name: op, Clients: clients, Warmup: c.Warmup, Duration: c.Duration,
@@ -256,8 +310,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			}, newOp)
 			pool.Close()
 			res.Conns = pool.Conns()
-			if after, ok := gatherTotals(gatherer); ok && haveMetrics {
+			res.Consistency = consistencyName(op)
+			if after, ok := gatherTotals(gatherers); ok && haveMetrics {
 				res.Server = diffStats(before, after, time.Since(phaseStart).Seconds())
+				res.Server.setForwards(res.Attempts)
 			}
 			if err != nil {
 				rep.Incomplete = true
@@ -276,6 +332,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			if s := res.Server; s != nil && s.Commits > 0 {
 				c.progressf("kvbench:   server: %.0f storage commits/s, %.1f updates per commit, %.2f ms per commit, propose→applied %.2f ms",
 					s.CommitsPerSec, s.MeanBatch, s.MeanCommitMs, s.MeanProposeMs)
+			}
+			if s := res.Server; s != nil && rep.Nodes > 1 {
+				c.progressf("kvbench:   server: %.2f forwarding hops per request", s.ForwardsPerOp)
 			}
 		}
 	}

@@ -74,7 +74,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 
 	md := rep.Markdown()
-	for _, want := range []string{"| op | clients | ops/s |", "| put | 2 |", "| get | 2 |", syncMethod} {
+	for _, want := range []string{"| op | clients | ops/s |", "| put | 2 |", "| get (CAUSAL) | 2 |", syncMethod} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -89,6 +89,99 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if len(back.Results) != 2 || back.Results[0].Ops != rep.Results[0].Ops {
 		t.Errorf("JSON round trip lost results: %s", js)
+	}
+}
+
+// siteRaft gives a multi-node embedded site the timings of
+// internal/clustertest: fast, yet tolerant of a loaded machine and -race.
+func siteRaft(cfg *server.Config) {
+	cfg.Shards = 4
+	cfg.Shard.HeartbeatTimeout = 200 * time.Millisecond
+	cfg.Shard.ElectionTimeout = 200 * time.Millisecond
+	cfg.Shard.LeaderLeaseTimeout = 100 * time.Millisecond
+	cfg.Shard.CommitTimeout = 5 * time.Millisecond
+	cfg.Shard.GCInterval = 0
+	cfg.DeadGrace = 2 * time.Second
+	cfg.ShutdownGrace = 2 * time.Second
+}
+
+// A three-node site in one process: puts, CAUSAL gets and STRONG gets all
+// succeed with clients spread over every node.
+func TestRunThreeNodes(t *testing.T) {
+	c := DefaultConfig()
+	c.DataDirParent = t.TempDir()
+	c.Nodes = 3
+	c.Clients = []int{2}
+	c.Ops = []string{"put", "get", "sget"}
+	c.Duration = 300 * time.Millisecond
+	c.Warmup = 0
+	c.Keys = 50
+	c.ValueSize = 64
+	c.FsyncSamples = 0
+	c.ServerTweak = siteRaft
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Nodes != 3 || !strings.Contains(rep.Target, "3-node site") || rep.Leaders == "" {
+		t.Errorf("nodes %d, target %q, leaders %q", rep.Nodes, rep.Target, rep.Leaders)
+	}
+	if len(rep.Results) != 3 {
+		t.Fatalf("got %d results, want put, get and sget", len(rep.Results))
+	}
+	for i, want := range []struct{ op, cons string }{{"put", ""}, {"get", "CAUSAL"}, {"sget", "STRONG"}} {
+		r := rep.Results[i]
+		if r.Op != want.op || r.Consistency != want.cons || r.Clients != 2 {
+			t.Errorf("result %d is %s/%s/%d, want %s/%s/2", i, r.Op, r.Consistency, r.Clients, want.op, want.cons)
+		}
+		if r.Ops <= 0 {
+			t.Errorf("%s: ops = %d, want > 0", r.Op, r.Ops)
+		}
+		if r.Errors != 0 {
+			t.Errorf("%s: %d errors: %s", r.Op, r.Errors, r.ErrorSummary())
+		}
+		if r.Conns != 3 {
+			t.Errorf("%s: %d connections, want one per node", r.Op, r.Conns)
+		}
+	}
+	// Commits are summed over the nodes: every replica commits each put.
+	if s := rep.Results[0].Server; s == nil || s.Commits == 0 || len(s.DBs) != 6 {
+		t.Errorf("put phase server stats = %+v, want storage commits of 3 nodes × 2 databases", s)
+	} else if s.ForwardsPerOp <= 0 {
+		t.Errorf("put phase: %.2f forwards per request, want > 0 (client 1 is on a follower)", s.ForwardsPerOp)
+	}
+	md := rep.Markdown()
+	t.Logf("report:\n%s", md)
+	for _, want := range []string{"| get (CAUSAL) | 2 |", "| sget (STRONG) | 2 |", "forwards/request", "shard leaders", "| put | 2 | n3 | raft |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// Clients are spread round-robin over the endpoints, each pinned to one.
+func TestDialSpreadsClients(t *testing.T) {
+	eps := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+	p, err := Dial(eps, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Conns() != 9 {
+		t.Fatalf("%d connections for 64 clients on 3 endpoints, want 9", p.Conns())
+	}
+	for i := range 64 {
+		// KV(i) is kvs[i%Conns], the client of conns[i%Conns].
+		if got := p.conns[i%p.Conns()].CanonicalTarget(); !strings.HasSuffix(got, eps[i%3]) {
+			t.Errorf("client %d goes to %s, want %s", i, got, eps[i%3])
+		}
+	}
+	if p1, _ := Dial(eps[:1], 64); p1.Conns() != 8 {
+		t.Errorf("one endpoint: %d connections, want 8", p1.Conns())
+	} else {
+		p1.Close()
 	}
 }
 

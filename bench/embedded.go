@@ -1,21 +1,38 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/causeway-db/causeway/internal/server"
 )
 
-// Embedded is a single-node kvd running inside the benchmark process, on a
-// temporary data directory that Close removes.
+// Embedded is a site of one or more kvd nodes running inside the
+// benchmark process, each on its own data directory under one temporary
+// directory that Close removes.
 type Embedded struct {
-	Srv     *server.Server
+	// Nodes are the site's nodes in start order (n1 first).
+	Nodes []*EmbeddedNode
+	// Srv and Config are the first node's, for single-node callers.
+	Srv    *server.Server
+	Config server.Config
+	// DataDir holds every node's data directory.
 	DataDir string
-	Config  server.Config
+}
+
+// EmbeddedNode is one node of an embedded site.
+type EmbeddedNode struct {
+	ID     string
+	Srv    *server.Server
+	Config server.Config
 }
 
 // EmbeddedOptions configures StartEmbedded.
@@ -23,24 +40,51 @@ type EmbeddedOptions struct {
 	// Parent is the directory under which the temporary data directory is
 	// created; it decides which disk is measured. Empty means os.TempDir().
 	Parent string
+	// Nodes is the number of nodes of the site (default 1). The first
+	// bootstraps the site, the others join it one after another.
+	Nodes int
 	// Shards overrides the number of shards when positive.
 	Shards uint32
 	// NoSync disables fsync (never for published numbers).
 	NoSync bool
-	// Logger receives the server's logs; nil discards them.
+	// Logger receives the servers' logs (with a "bench_node" attribute);
+	// nil discards them.
 	Logger *slog.Logger
-	// Tweak, when set, adjusts the configuration last (tests use it for
-	// fast raft timings).
+	// Tweak, when set, adjusts each node's configuration last (tests use
+	// it for fast raft timings).
 	Tweak func(*server.Config)
-	// ReadyTimeout bounds the wait for every shard to elect itself leader.
-	// Zero means 30s.
+	// ReadyTimeout bounds the wait for the site to settle. Zero means 30s
+	// for one node and 60s for more.
 	ReadyTimeout time.Duration
+	// Progress, when set, receives a line about every 2s while the site
+	// settles.
+	Progress io.Writer
 }
 
-// StartEmbedded starts a server with the production defaults (fsync on),
-// listening on loopback ports chosen by the kernel, and waits until every
-// shard group is leader.
+// EmbeddedNodeConfig is the configuration of node id of an embedded site:
+// kvd's production defaults (fsync on, default raft timings) with every
+// listener on a loopback port chosen by the kernel and the "local" gossip
+// profile (all nodes share one machine).
+func EmbeddedNodeConfig(dataDir, id string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = dataDir
+	cfg.NodeID = id
+	cfg.Site = "bench"
+	cfg.ClientAddr, cfg.HTTPAddr, cfg.PeerAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.GossipProfile = "local"
+	cfg.Replicas = 3
+	return cfg
+}
+
+// StartEmbedded starts a site of o.Nodes servers (production defaults,
+// fsync on, loopback ports chosen by the kernel) and waits until it has
+// settled: every node is ready and every shard has min(Replicas, nodes)
+// voting replicas, each open on the node the placement assigns it to.
 func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	n := o.Nodes
+	if n <= 0 {
+		n = 1
+	}
 	parent := o.Parent
 	if parent == "" {
 		parent = os.TempDir()
@@ -49,68 +93,175 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
-	cfg := server.DefaultConfig()
-	cfg.DataDir = dir
-	cfg.ClientAddr = "127.0.0.1:0"
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.NoSync = o.NoSync
-	if o.Shards > 0 {
-		cfg.Shards = o.Shards
-	}
-	if o.Tweak != nil {
-		o.Tweak(&cfg)
-	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := server.New(cfg, logger)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	e := &Embedded{DataDir: dir}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		cfg := EmbeddedNodeConfig(filepath.Join(dir, id), id)
+		cfg.NoSync = o.NoSync
+		if o.Shards > 0 {
+			cfg.Shards = o.Shards
+		}
+		if i > 0 {
+			cfg.Join = []string{e.Nodes[0].Srv.GossipAddr()}
+		}
+		if o.Tweak != nil {
+			o.Tweak(&cfg)
+		}
+		srv, err := server.New(cfg, logger.With("bench_node", id))
+		if err == nil {
+			err = srv.Start() // Start stops what it started on error
+		}
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("embedded node %s: %w", id, err)
+		}
+		e.Nodes = append(e.Nodes, &EmbeddedNode{ID: id, Srv: srv, Config: cfg})
+		if i == 0 {
+			e.Srv, e.Config = srv, cfg
+		}
 	}
-	if err := srv.Start(); err != nil { // Start stops what it started on error
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	e := &Embedded{Srv: srv, DataDir: dir, Config: cfg}
 	timeout := o.ReadyTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
+		if n > 1 {
+			timeout = 60 * time.Second
+		}
 	}
-	if err := e.waitLeaders(timeout); err != nil {
+	if err := e.waitSettled(timeout, o.Progress); err != nil {
 		e.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Embedded) waitLeaders(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		leaders := 0
-		groups := e.Srv.Groups()
-		for _, g := range groups {
-			if g.IsLeader() {
-				leaders++
+// Settled reports why the site has not settled yet, or nil: every node
+// must be ready, the placement map (as the first node sees it) must give
+// every shard exactly min(Replicas, nodes) replicas, all voters on nodes
+// of the site, and every node must host exactly the replicas assigned to
+// it. This is the check of internal/clustertest.
+func (e *Embedded) Settled() error {
+	if len(e.Nodes) == 0 {
+		return errors.New("no nodes")
+	}
+	ids := map[string]bool{}
+	for _, n := range e.Nodes {
+		ids[n.ID] = true
+		if err := n.Srv.Ready(); err != nil {
+			return fmt.Errorf("%s not ready: %w", n.ID, err)
+		}
+	}
+	want := min(e.Config.Replicas, len(e.Nodes))
+	m, _ := e.Srv.Catalog().Map()
+	if len(m.Shards) == 0 {
+		return errors.New("no placement yet")
+	}
+	hosted := map[string]int{}
+	for sh, reps := range m.Shards {
+		if len(reps) != want {
+			return fmt.Errorf("shard %s has %d replicas, want %d", sh, len(reps), want)
+		}
+		for _, r := range reps {
+			hosted[string(r.Node)]++
+			if !r.Voter || !ids[string(r.Node)] {
+				return fmt.Errorf("shard %s replica %s: voter=%v, known node=%v", sh, r.Node, r.Voter, ids[string(r.Node)])
 			}
 		}
-		if leaders == len(groups) {
+	}
+	for _, n := range e.Nodes {
+		if got := len(n.Srv.Groups()); got != hosted[n.ID] {
+			return fmt.Errorf("%s hosts %d replicas, the placement assigns %d", n.ID, got, hosted[n.ID])
+		}
+	}
+	return nil
+}
+
+func (e *Embedded) waitSettled(timeout time.Duration, progress io.Writer) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	nextReport := start.Add(2 * time.Second)
+	for {
+		err := e.Settled()
+		if err == nil {
+			if progress != nil && len(e.Nodes) > 1 {
+				fmt.Fprintf(progress, "  site settled in %.1fs; shard leaders: %s\n", time.Since(start).Seconds(), e.LeaderSummary())
+			}
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("embedded server: only %d of %d shards elected a leader within %s", leaders, len(groups), timeout)
+		now := time.Now()
+		if now.After(deadline) {
+			return fmt.Errorf("embedded site of %d nodes did not settle within %s: %w", len(e.Nodes), timeout, err)
+		}
+		if progress != nil && now.After(nextReport) {
+			fmt.Fprintf(progress, "  waiting for the site to settle (%.0fs): %v\n", now.Sub(start).Seconds(), err)
+			nextReport = now.Add(2 * time.Second)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// Addr is the client API address.
+// Leaders counts, per node id, the shard groups (catalog excluded) that
+// node leads.
+func (e *Embedded) Leaders() map[string]int {
+	out := map[string]int{}
+	for _, n := range e.Nodes {
+		out[n.ID] = 0
+		for _, g := range n.Srv.Groups() {
+			if g.IsLeader() {
+				out[n.ID]++
+			}
+		}
+	}
+	return out
+}
+
+// LeaderSummary renders Leaders as "n1=16 n2=0 n3=0".
+func (e *Embedded) LeaderSummary() string {
+	l := e.Leaders()
+	ids := make([]string, 0, len(l))
+	for id := range l {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return nodeLess(ids[i], ids[j]) })
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%s=%d", id, l[id])
+	}
+	return strings.Join(parts, " ")
+}
+
+// Addr is the first node's client API address.
 func (e *Embedded) Addr() string { return e.Srv.ClientAddr() }
 
-// Close stops the server and removes its data directory.
+// Addrs are the client API addresses of every node, in node order.
+func (e *Embedded) Addrs() []string {
+	out := make([]string, len(e.Nodes))
+	for i, n := range e.Nodes {
+		out[i] = n.Srv.ClientAddr()
+	}
+	return out
+}
+
+// Gatherers are the metrics registries of every node.
+func (e *Embedded) Gatherers() []NodeGatherer {
+	out := make([]NodeGatherer, len(e.Nodes))
+	for i, n := range e.Nodes {
+		out[i] = NodeGatherer{Node: n.ID, Gatherer: n.Srv.Registry()}
+	}
+	return out
+}
+
+// Close stops every node (concurrently) and removes the data directory.
 func (e *Embedded) Close() error {
-	e.Srv.Stop()
+	var wg sync.WaitGroup
+	for _, n := range e.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Srv.Stop() }()
+	}
+	wg.Wait()
 	return os.RemoveAll(e.DataDir)
 }
 

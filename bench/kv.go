@@ -91,15 +91,16 @@ func (w *KVWorkload) PutOp(pool *Pool) func(client int) OpFunc {
 }
 
 // GetOp returns, per client, an operation that reads a random existing key
-// with causal consistency. A missing key or a value of the wrong size is
-// an error.
-func (w *KVWorkload) GetOp(pool *Pool) func(client int) OpFunc {
+// with the given consistency (CAUSAL or STRONG). No session token is sent,
+// so a CAUSAL read has no causal floor and the contacted node's replica
+// serves it. A missing key or a value of the wrong size is an error.
+func (w *KVWorkload) GetOp(pool *Pool, cons kvv1.Consistency) func(client int) OpFunc {
 	return func(client int) OpFunc {
 		kv := pool.KV(client)
 		var key []byte
 		return func(ctx context.Context, rng *rand.Rand) error {
 			key = w.AppendKey(key[:0], rng.IntN(w.Keys))
-			resp, err := kv.Get(ctx, &kvv1.GetRequest{Header: w.header(), Key: key, Consistency: kvv1.Consistency_CONSISTENCY_CAUSAL})
+			resp, err := kv.Get(ctx, &kvv1.GetRequest{Header: w.header(), Key: key, Consistency: cons})
 			switch {
 			case err != nil:
 				return err

@@ -36,11 +36,17 @@ type PhaseSpec struct {
 
 // PhaseResult is what one phase measured.
 type PhaseResult struct {
-	Op         string           `json:"op"`
-	Clients    int              `json:"clients"`
-	Conns      int              `json:"conns,omitempty"`
-	Ops        int64            `json:"ops"`
-	Errors     int64            `json:"errors"`
+	Op string `json:"op"`
+	// Consistency is the reads' consistency ("CAUSAL", "STRONG"); empty
+	// for writes.
+	Consistency string `json:"consistency,omitempty"`
+	Clients     int    `json:"clients"`
+	Conns       int    `json:"conns,omitempty"`
+	Ops         int64  `json:"ops"`
+	Errors      int64  `json:"errors"`
+	// Attempts counts every operation that finished, warmup included,
+	// successes and errors alike (what the servers saw).
+	Attempts   int64            `json:"attempts"`
 	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
 	ElapsedSec float64          `json:"elapsed_sec"`
 	OpsPerSec  float64          `json:"ops_per_sec"`
@@ -196,7 +202,7 @@ wait:
 	stop := time.Now()
 	cpuStop := sampleCPU()
 
-	res := PhaseResult{Op: spec.Name, Clients: spec.Clients, ErrorKinds: map[string]int64{}}
+	res := PhaseResult{Op: spec.Name, Clients: spec.Clients, ErrorKinds: map[string]int64{}, Attempts: done.Load() + failed.Load()}
 	hists := make([]*hdrhistogram.Histogram, len(stats))
 	for i, st := range stats {
 		hists[i] = st.hist

@@ -19,14 +19,17 @@ type Pool struct {
 	kvs   []kvv1.KVClient
 }
 
-// Dial opens one connection per ClientsPerConn clients (at least one, and
-// at least one per endpoint), spread round-robin over endpoints.
+// Dial opens one connection per ClientsPerConn clients (at least one),
+// rounded up to a multiple of the endpoints so that each endpoint gets the
+// same number; connection i goes to endpoint i mod len(endpoints). Client
+// i uses connection i mod Conns, hence endpoint i mod len(endpoints).
 func Dial(endpoints []string, clients int) (*Pool, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("dial: no endpoints")
 	}
 	n := (clients + ClientsPerConn - 1) / ClientsPerConn
-	n = max(n, 1, len(endpoints))
+	n = max(n, 1)
+	n = (n + len(endpoints) - 1) / len(endpoints) * len(endpoints)
 	p := &Pool{}
 	for i := 0; i < n; i++ {
 		conn, err := grpc.NewClient(endpoints[i%len(endpoints)],
@@ -46,7 +49,8 @@ func Dial(endpoints []string, clients int) (*Pool, error) {
 // Conns is the number of connections.
 func (p *Pool) Conns() int { return len(p.conns) }
 
-// KV returns the client for client goroutine i.
+// KV returns the client for client goroutine i; it is pinned to one
+// connection and so to one endpoint.
 func (p *Pool) KV(i int) kvv1.KVClient { return p.kvs[i%len(p.kvs)] }
 
 // Close closes every connection.

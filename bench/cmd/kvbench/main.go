@@ -1,7 +1,9 @@
 // Command kvbench measures Causeway's put and get throughput and latency,
-// by default against an embedded single-node kvd with fsync on.
+// by default against an embedded single-node kvd with fsync on, or an
+// embedded site of --nodes nodes in one process.
 //
 //	go run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
+//	go run ./bench/cmd/kvbench --nodes 3 --clients 64 --ops put,get,sget --data-dir-parent .
 package main
 
 import (
@@ -30,9 +32,9 @@ func main() {
 func run() error {
 	c := bench.DefaultConfig()
 	var (
-		endpoints  = flag.String("endpoints", "", "comma-separated host:port of running servers (default: start an embedded single-node kvd)")
+		endpoints  = flag.String("endpoints", "", "comma-separated host:port of running servers (default: start an embedded site of --nodes kvd nodes)")
 		clients    = flag.String("clients", "1,64", "comma-separated client counts")
-		ops        = flag.String("ops", "put,get", "comma-separated phases per client count: put, get")
+		ops        = flag.String("ops", "put,get", "comma-separated phases per client count: put, get (CAUSAL read), sget (STRONG read)")
 		jsonOut    = flag.String("json", "", "also write the results as JSON to this file")
 		mdOut      = flag.String("out", "", "also write the markdown results to this file")
 		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole process (embedded server included) to this file")
@@ -43,6 +45,7 @@ func run() error {
 	flag.StringVar(&c.DataDirParent, "data-dir-parent", "", "directory for the embedded server's temporary data dir and the fsync probe (default: "+os.TempDir()+")")
 	flag.DurationVar(&c.Duration, "duration", c.Duration, "measured duration of each phase")
 	flag.DurationVar(&c.Warmup, "warmup", c.Warmup, "warmup before each phase, excluded from results")
+	flag.IntVar(&c.Nodes, "nodes", 1, "nodes of the embedded site, all in this process (1-7; 3 replicas per shard)")
 	flag.IntVar(&c.ValueSize, "value-size", c.ValueSize, "value size in bytes")
 	flag.IntVar(&c.Keys, "keys", c.Keys, "record count, loaded before the first get phase")
 	flag.IntVar(&c.FsyncSamples, "fsync-samples", c.FsyncSamples, "fdatasync probes of the data dir parent's disk (0 skips)")
