@@ -60,7 +60,8 @@ type proc struct {
 func startKVD(t *testing.T, dataDir string) *proc {
 	t.Helper()
 	p := &proc{clientAddr: freeAddr(t), http: freeAddr(t)}
-	p.cmd = exec.Command(kvdBinary, "--data-dir", dataDir, "--client-addr", p.clientAddr, "--http-addr", p.http, "--log-level", "warn")
+	p.cmd = exec.Command(kvdBinary, "--data-dir", dataDir, "--client-addr", p.clientAddr, "--http-addr", p.http,
+		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn")
 	logf, err := os.Create(filepath.Join(t.TempDir(), "kvd.log"))
 	if err != nil {
 		t.Fatal(err)

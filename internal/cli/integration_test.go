@@ -30,6 +30,9 @@ func startServer(t *testing.T) (run func(stdin string, args ...string) result, s
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.ClientAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.PeerAddr = "127.0.0.1:0"
+	cfg.GossipAddr = "127.0.0.1:0"
+	cfg.GossipProfile = "local"
 	cfg.Shards = 4
 	cfg.NoSync = true
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
