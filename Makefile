@@ -61,6 +61,12 @@ cluster-down:
 bench:
 	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
 
+.PHONY: bench-compare
+
+## bench-compare: YCSB A, B, C, F on a local 3-member etcd cluster and a 3-node Causeway site (installs etcd if missing); results in bench/results/compare-3node.*
+bench-compare:
+	bench/compare.sh
+
 ## docker: static linux binaries and the FROM-scratch image causeway/kvd:dev.
 docker:
 	mkdir -p bin/linux

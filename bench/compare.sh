@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# compare.sh compares Causeway with etcd on this machine with YCSB (make bench-compare).
+#
+# It installs etcd if missing (Debian/Ubuntu etcd-server and etcd-client, with
+# apt-get), builds bin/kvd, bin/kvctl and bin/ycsb, then:
+#   1. measures the floors: fdatasync on the data disk and a loopback gRPC echo;
+#   2. starts a 3-member etcd cluster (fsync on, etcd's defaults), loads the
+#      records and runs the workloads with linearizable and serializable reads,
+#      then stops it;
+#   3. starts a 3-node Causeway site (bin/kvd processes, kvd's defaults, fsync
+#      on), loads the same records and runs the same workloads with CAUSAL and
+#      STRONG reads, recording the servers' histograms from /metrics, then
+#      stops it;
+#      A third Causeway mode, causeway-causal-raw (Causeway's gRPC API without
+#      the Go client's session token), is a diagnostic of the session's cost;
+#   4. writes the comparison (markdown with the Causeway/etcd ratios and the
+#      targets, JSON, PNG plot of throughput against clients).
+# One system runs at a time, so each has the whole machine. Everything started
+# here is stopped on exit (including Ctrl-C); the data directories are removed.
+#
+# Ports (loopback): etcd member eK client 12379+10(K-1), peer 12380+10(K-1);
+# Causeway node nK client 17379+10(K-1), http +1, peer +2, gossip +3. None
+# clashes with scripts/cluster.sh (7379-7402) or a system etcd (2379/2380).
+#
+# Environment (defaults in brackets):
+#   COMPARE_WORKLOADS [A,B,C,F]     COMPARE_CLIENTS [1,16,64,256]
+#   COMPARE_ETCD_MODES [etcd-lin,etcd-ser]
+#   COMPARE_CAUSEWAY_MODES [causeway-causal,causeway-strong,causeway-causal-raw]
+#   COMPARE_RECORDS [10000]         COMPARE_VALUE_SIZE [1024]
+#   COMPARE_DURATION [10s]          COMPARE_WARMUP [2s]   (per point)
+#   COMPARE_DIR [data/bench-compare] data directories and logs (the disk measured)
+#   COMPARE_OUT [bench/results]     COMPARE_NAME [3node]  output file suffix
+#   COMPARE_QUICK=1                 a smoke run: 1000 records, clients 1,8, 1s points
+#   COMPARE_WAIT_QUIET [120]        seconds to wait for a 1-minute load average
+#                                   below half the CPUs before starting
+#   COMPARE_KEEP_DATA=1             keep the data directories and logs
+#   COMPARE_SKIP_INSTALL=1          fail instead of installing etcd
+#
+# Outputs: $COMPARE_OUT/compare-$NAME.{md,json,png} (the comparison),
+# ycsb-etcd-$NAME.{json,md}, ycsb-causeway-$NAME.{json,md}, ycsb-floors-$NAME.json.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+WORKLOADS=${COMPARE_WORKLOADS:-A,B,C,F}
+CLIENTS=${COMPARE_CLIENTS:-1,16,64,256}
+RECORDS=${COMPARE_RECORDS:-10000}
+VALUE_SIZE=${COMPARE_VALUE_SIZE:-1024}
+DURATION=${COMPARE_DURATION:-10s}
+WARMUP=${COMPARE_WARMUP:-2s}
+DIR=${COMPARE_DIR:-data/bench-compare}
+OUT=${COMPARE_OUT:-bench/results}
+NAME=${COMPARE_NAME:-3node}
+WAIT_QUIET=${COMPARE_WAIT_QUIET:-120}
+ETCD_MODES=${COMPARE_ETCD_MODES:-etcd-lin,etcd-ser}
+CAUSEWAY_MODES=${COMPARE_CAUSEWAY_MODES:-causeway-causal,causeway-strong,causeway-causal-raw}
+if [[ ${COMPARE_QUICK:-} == 1 ]]; then
+	RECORDS=${COMPARE_RECORDS:-1000}
+	CLIENTS=${COMPARE_CLIENTS:-1,8}
+	DURATION=${COMPARE_DURATION:-1s}
+	WARMUP=${COMPARE_WARMUP:-300ms}
+	NAME=${COMPARE_NAME:-quick}
+	WAIT_QUIET=${COMPARE_WAIT_QUIET:-0}
+fi
+READY_TIMEOUT=60
+STOP_TIMEOUT=20
+
+ETCD_NAMES=(e1 e2 e3)
+KVD_NAMES=(n1 n2 n3)
+PIDS=() # every process started here
+
+log() { echo "compare: $*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+# port_busy PORT succeeds if something accepts TCP connections on it.
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+http_status() {
+	if command -v curl >/dev/null; then
+		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
+	else
+		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
+	fi
+}
+
+# stop_pids PID... sends SIGTERM, waits up to STOP_TIMEOUT seconds, then SIGKILL.
+stop_pids() {
+	local pid alive end
+	(($# > 0)) || return 0
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	end=$((SECONDS + STOP_TIMEOUT))
+	while :; do
+		alive=0
+		for pid in "$@"; do
+			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+		done
+		((alive)) || break
+		if ((SECONDS >= end)); then
+			log "still running after ${STOP_TIMEOUT}s; sending SIGKILL to $*"
+			for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
+			break
+		fi
+		sleep 0.3
+	done
+	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if ((${#PIDS[@]} > 0)); then
+		log "stopping ${#PIDS[@]} processes"
+		stop_pids "${PIDS[@]}"
+	fi
+	if [[ ${COMPARE_KEEP_DATA:-} != 1 && -d $DIR ]]; then
+		rm -rf "${DIR:?}/etcd" "${DIR:?}/causeway"
+		rmdir "$DIR" 2>/dev/null || true
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- tools
+
+install_etcd() {
+	command -v etcd >/dev/null && command -v etcdctl >/dev/null && return 0
+	[[ ${COMPARE_SKIP_INSTALL:-} != 1 ]] || die "etcd not found (COMPARE_SKIP_INSTALL=1)"
+	command -v apt-get >/dev/null || die "etcd not found and no apt-get: install etcd 3.4+ (etcd and etcdctl on PATH)"
+	log "installing etcd (apt-get install etcd-server etcd-client)"
+	sudo_if_needed apt-get update -qq
+	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+	command -v etcd >/dev/null || die "etcd still not found after installing etcd-server"
+}
+
+wait_quiet() {
+	local cpus load end
+	cpus=$(nproc)
+	end=$((SECONDS + WAIT_QUIET))
+	while :; do
+		load=$(cut -d' ' -f1 /proc/loadavg)
+		if awk -v l="$load" -v c="$cpus" 'BEGIN { exit !(l < c / 2) }'; then
+			return 0
+		fi
+		if ((SECONDS >= end)); then
+			log "warning: load average $load on $cpus CPUs: the machine is busy, results will be skewed"
+			NOTES+=("the machine was busy when the run started: 1-minute load average $load on $cpus CPUs")
+			return 0
+		fi
+		log "waiting for a quiet machine (load average $load on $cpus CPUs)"
+		sleep 10
+	done
+}
+
+# ---- etcd
+
+etcd_client_port() { echo $((12379 + 10 * (${1#e} - 1))); }
+etcd_peer_port() { echo $((12380 + 10 * (${1#e} - 1))); }
+
+etcd_endpoints() {
+	local eps=() n
+	for n in "${ETCD_NAMES[@]}"; do eps+=("127.0.0.1:$(etcd_client_port "$n")"); done
+	(IFS=,; echo "${eps[*]}")
+}
+
+start_etcd() {
+	local n cluster=() p
+	for n in "${ETCD_NAMES[@]}"; do
+		for p in $(etcd_client_port "$n") $(etcd_peer_port "$n"); do
+			! port_busy "$p" || die "port $p (etcd $n) is in use"
+		done
+		cluster+=("$n=http://127.0.0.1:$(etcd_peer_port "$n")")
+	done
+	rm -rf "$DIR/etcd"
+	mkdir -p "$DIR/etcd"
+	local arch
+	arch=$(uname -m)
+	[[ $arch == aarch64 ]] && export ETCD_UNSUPPORTED_ARCH=arm64
+	for n in "${ETCD_NAMES[@]}"; do
+		local c=$(etcd_client_port "$n") pp=$(etcd_peer_port "$n")
+		etcd --name "$n" --data-dir "$DIR/etcd/$n" \
+			--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+			--listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+			--initial-cluster "$(IFS=,; echo "${cluster[*]}")" --initial-cluster-token "bench-compare-$$" \
+			--initial-cluster-state new --logger zap --log-outputs stderr \
+			>"$DIR/etcd/$n.log" 2>&1 </dev/null &
+		PIDS+=($!)
+		ETCD_PIDS+=($!)
+	done
+	local deadline=$((SECONDS + READY_TIMEOUT))
+	until ETCDCTL_API=3 etcdctl --endpoints "$(etcd_endpoints)" --command-timeout 2s endpoint health >/dev/null 2>&1; do
+		for p in "${ETCD_PIDS[@]}"; do
+			kill -0 "$p" 2>/dev/null || {
+				tail -n 5 "$DIR"/etcd/*.log >&2
+				die "an etcd member exited during start"
+			}
+		done
+		((SECONDS < deadline)) || die "etcd not healthy after ${READY_TIMEOUT}s (logs in $DIR/etcd)"
+		sleep 0.5
+	done
+	log "etcd cluster healthy: $(etcd_endpoints)"
+}
+
+# ---- Causeway
+
+kvd_base() { echo $((17379 + 10 * (${1#n} - 1))); }
+
+kvd_endpoints() {
+	local eps=() n
+	for n in "${KVD_NAMES[@]}"; do eps+=("127.0.0.1:$(kvd_base "$n")"); done
+	(IFS=,; echo "${eps[*]}")
+}
+
+kvd_metrics() {
+	local urls=() n
+	for n in "${KVD_NAMES[@]}"; do urls+=("http://127.0.0.1:$(($(kvd_base "$n") + 1))/metrics"); done
+	(IFS=,; echo "${urls[*]}")
+}
+
+# placed succeeds once every shard has three voting replicas.
+placed() {
+	local doc shards voters
+	doc=$(bin/kvctl --endpoints "$(kvd_endpoints)" --session-file none --timeout 5s -o json cluster shards 2>/dev/null) || return 1
+	shards=$(grep -c '"shard": [0-9]' <<<"$doc" || true)
+	voters=$(grep -c '"role": "voter"' <<<"$doc" || true)
+	((shards > 0 && voters == 3 * shards)) && ! grep -q '"role": "learner"' <<<"$doc"
+}
+
+start_causeway() {
+	local n b p
+	for n in "${KVD_NAMES[@]}"; do
+		b=$(kvd_base "$n")
+		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
+			! port_busy "$p" || die "port $p (kvd $n) is in use"
+		done
+	done
+	rm -rf "$DIR/causeway"
+	mkdir -p "$DIR/causeway"
+	local deadline=$((SECONDS + READY_TIMEOUT))
+	for n in "${KVD_NAMES[@]}"; do
+		b=$(kvd_base "$n")
+		local args=(--site bench --node-id "$n" --data-dir "$DIR/causeway/$n"
+			--client-addr "127.0.0.1:$b" --http-addr "127.0.0.1:$((b + 1))"
+			--peer-addr "127.0.0.1:$((b + 2))" --gossip-addr "127.0.0.1:$((b + 3))")
+		[[ $n == n1 ]] || args+=(--join "127.0.0.1:$(($(kvd_base n1) + 3))")
+		bin/kvd "${args[@]}" >"$DIR/causeway/$n.log" 2>&1 </dev/null &
+		PIDS+=($!)
+		KVD_PIDS+=($!)
+		if [[ $n == n1 ]]; then # the others join its gossip address
+			until [[ $(http_status "http://127.0.0.1:$((b + 1))/healthz") == 200 ]]; do
+				kill -0 "${KVD_PIDS[0]}" 2>/dev/null || die "kvd n1 exited during start (log: $DIR/causeway/n1.log)"
+				((SECONDS < deadline)) || die "kvd n1 not healthy after ${READY_TIMEOUT}s"
+				sleep 0.3
+			done
+		fi
+	done
+	for n in "${KVD_NAMES[@]}"; do
+		b=$(kvd_base "$n")
+		until [[ $(http_status "http://127.0.0.1:$((b + 1))/readyz") == 200 ]]; do
+			for p in "${KVD_PIDS[@]}"; do
+				kill -0 "$p" 2>/dev/null || {
+					tail -n 5 "$DIR"/causeway/*.log >&2
+					die "a kvd exited during start"
+				}
+			done
+			((SECONDS < deadline)) || die "kvd $n not ready after ${READY_TIMEOUT}s (logs in $DIR/causeway)"
+			sleep 0.3
+		done
+	done
+	deadline=$((SECONDS + READY_TIMEOUT))
+	until placed; do
+		((SECONDS < deadline)) || die "shards do not have 3 replicas after ${READY_TIMEOUT}s"
+		sleep 1
+	done
+	log "Causeway site ready (every shard on 3 nodes): $(kvd_endpoints)"
+	# The site moves shard leadership toward its preferred leaders; wait
+	# for that so no leadership moves during the measurements.
+	deadline=$((SECONDS + READY_TIMEOUT))
+	local l
+	until l=$(leaders) && balanced "$l"; do
+		if ((SECONDS >= deadline)); then
+			log "warning: shard leadership not balanced after ${READY_TIMEOUT}s: ${l:-unknown}"
+			NOTES+=("Causeway shard leadership was not balanced when the run started: ${l:-unknown}")
+			return 0
+		fi
+		sleep 1
+	done
+	log "shard leaders: $l"
+}
+
+# balanced "n1=6 n2=5 n3=5" succeeds when every node leads shards and the
+# counts differ by at most one.
+balanced() {
+	awk -v nodes="${#KVD_NAMES[@]}" '{
+		min = -1; max = 0
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); c = kv[2] + 0; if (min < 0 || c < min) min = c; if (c > max) max = c }
+		exit !(NF == nodes && max - min <= 1)
+	}' <<<"$1"
+}
+
+# leaders prints how many shards each node leads ("n1=6 n2=5 n3=5").
+leaders() {
+	bin/kvctl --endpoints "$(kvd_endpoints)" --session-file none --timeout 5s -o json cluster shards 2>/dev/null |
+		grep -o '"leader": "[^"]*"' | cut -d'"' -f4 | sort | uniq -c | awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $2, $1 }'
+}
+
+# ---- main
+
+NOTES=()
+ETCD_PIDS=()
+KVD_PIDS=()
+install_etcd
+log "building bin/kvd, bin/kvctl, bin/ycsb"
+"${MAKE:-make}" --no-print-directory build >/dev/null
+go build -o bin/ycsb ./bench/cmd/ycsb
+mkdir -p "$DIR" "$OUT"
+wait_quiet
+
+ETCD_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
+CW_VERSION=$(git describe --always --dirty 2>/dev/null || echo unknown)
+COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --value-size "$VALUE_SIZE"
+	--duration "$DURATION" --warmup "$WARMUP" --timeout 60m)
+
+log "floors"
+bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
+
+log "etcd $ETCD_VERSION: 3 members"
+start_etcd
+bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
+	--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
+	--title "etcd $ETCD_VERSION, 3 members, YCSB" --version "etcd=$ETCD_VERSION" \
+	--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+	--json "$OUT/ycsb-etcd-$NAME.json" --out "$OUT/ycsb-etcd-$NAME.md"
+stop_pids "${ETCD_PIDS[@]}"
+PIDS=()
+ETCD_PIDS=()
+
+log "Causeway $CW_VERSION: 3 nodes"
+start_causeway
+LEADERS=$(leaders || true)
+bin/ycsb run --modes "$CAUSEWAY_MODES" --causeway-endpoints "$(kvd_endpoints)" "${COMMON[@]}" \
+	--server-pids "$(IFS=,; echo "${KVD_PIDS[*]}")" \
+	--metrics-urls "$(kvd_metrics)" \
+	--title "Causeway $CW_VERSION, 3 nodes, YCSB" --version "causeway=$CW_VERSION" \
+	--note "Causeway $CW_VERSION: 3 kvd processes on loopback, one site, 16 shards × 3 replicas, kvd defaults (fsync on), data in $DIR/causeway; shard leaders at start: ${LEADERS:-unknown}" \
+	--json "$OUT/ycsb-causeway-$NAME.json" --out "$OUT/ycsb-causeway-$NAME.md"
+stop_pids "${KVD_PIDS[@]}"
+PIDS=()
+KVD_PIDS=()
+
+REPORT_NOTES=()
+for n in "${NOTES[@]+"${NOTES[@]}"}"; do REPORT_NOTES+=(--note "$n"); done
+bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd-$NAME.json,$OUT/ycsb-causeway-$NAME.json" \
+	--title "Causeway vs etcd: YCSB on one machine, 3 nodes each" \
+	--note "one system at a time on the same machine: etcd first, then Causeway; the benchmark client runs on the same machine" \
+	"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
+	--json "$OUT/compare-$NAME.json" --out "$OUT/compare-$NAME.md" --plot "$OUT/compare-$NAME.png"
+log "done: $OUT/compare-$NAME.md"
