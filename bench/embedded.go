@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/server"
+	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // Embedded is a site of one or more kvd nodes running inside the
@@ -80,6 +82,10 @@ func EmbeddedNodeConfig(dataDir, id string) server.Config {
 // fsync on, loopback ports chosen by the kernel) and waits until it has
 // settled: every node is ready and every shard has min(Replicas, nodes)
 // voting replicas, each open on the node the placement assigns it to.
+// It then waits, within the same timeout, for the site to move every
+// shard's leadership to the node placement.PreferredLeaders picks, so that
+// no leadership moves during the measurement; should that not happen in
+// time it goes on (with a progress line) rather than fail.
 func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	n := o.Nodes
 	if n <= 0 {
@@ -179,28 +185,67 @@ func (e *Embedded) Settled() error {
 	return nil
 }
 
+// LeadersBalanced reports why leadership is not yet where the site moves
+// it, or nil: every shard of the placement map must be led by the node
+// placement.PreferredLeaders picks for it.
+func (e *Embedded) LeadersBalanced() error {
+	m, _ := e.Srv.Catalog().Map()
+	if len(m.Shards) == 0 {
+		return errors.New("no placement yet")
+	}
+	leader := map[storage.ShardID]string{}
+	for _, n := range e.Nodes {
+		for _, g := range n.Srv.Groups() {
+			if g.IsLeader() {
+				leader[g.ID()] = n.ID
+			}
+		}
+	}
+	off := 0
+	for sh, want := range placement.PreferredLeaders(m) {
+		if leader[storage.ShardID{Keyspace: sh.Keyspace, Shard: sh.ID}] != string(want) {
+			off++
+		}
+	}
+	if off > 0 {
+		return fmt.Errorf("%d shards not yet led by their preferred node (leaders %s)", off, e.LeaderSummary())
+	}
+	return nil
+}
+
 func (e *Embedded) waitSettled(timeout time.Duration, progress io.Writer) error {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	nextReport := start.Add(2 * time.Second)
-	for {
-		err := e.Settled()
-		if err == nil {
-			if progress != nil && len(e.Nodes) > 1 {
-				fmt.Fprintf(progress, "  site settled in %.1fs; shard leaders: %s\n", time.Since(start).Seconds(), e.LeaderSummary())
+	poll := func(check func() error, what string) error {
+		for {
+			err := check()
+			if err == nil {
+				return nil
 			}
-			return nil
+			now := time.Now()
+			if now.After(deadline) {
+				return err
+			}
+			if progress != nil && now.After(nextReport) {
+				fmt.Fprintf(progress, "  waiting for %s (%.0fs): %v\n", what, now.Sub(start).Seconds(), err)
+				nextReport = now.Add(2 * time.Second)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		now := time.Now()
-		if now.After(deadline) {
-			return fmt.Errorf("embedded site of %d nodes did not settle within %s: %w", len(e.Nodes), timeout, err)
-		}
-		if progress != nil && now.After(nextReport) {
-			fmt.Fprintf(progress, "  waiting for the site to settle (%.0fs): %v\n", now.Sub(start).Seconds(), err)
-			nextReport = now.Add(2 * time.Second)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	if err := poll(e.Settled, "the site to settle"); err != nil {
+		return fmt.Errorf("embedded site of %d nodes did not settle within %s: %w", len(e.Nodes), timeout, err)
+	}
+	settled := time.Since(start)
+	balanced := poll(e.LeadersBalanced, "leadership to balance")
+	if progress != nil && balanced != nil {
+		fmt.Fprintf(progress, "  warning: going on after %s with unbalanced leadership: %v\n", timeout, balanced)
+	} else if progress != nil && len(e.Nodes) > 1 {
+		fmt.Fprintf(progress, "  site settled in %.1fs, leadership balanced after %.1fs; shard leaders: %s\n",
+			settled.Seconds(), time.Since(start).Seconds(), e.LeaderSummary())
+	}
+	return nil
 }
 
 // Leaders counts, per node id, the shard groups (catalog excluded) that
