@@ -81,11 +81,18 @@ sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 # port_busy PORT succeeds if something accepts TCP connections on it.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# http_status URL prints the HTTP status code of a GET (000 if none), with
+# curl, wget or bash's /dev/tcp.
 http_status() {
 	if command -v curl >/dev/null; then
 		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
-	else
+	elif command -v wget >/dev/null; then
 		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
+	else
+		local rest=${1#http://} hostport path code
+		hostport=${rest%%/*} path=/${rest#*/}
+		code=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" && printf "GET %s HTTP/1.0\r\n\r\n" "$2" >&3 && read -r _ c _ <&3 && echo "$c"' _ "$hostport" "$path" 2>/dev/null) || true
+		echo "${code:-000}"
 	fi
 }
 
@@ -111,9 +118,25 @@ stop_pids() {
 	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
 }
 
+# run CMD... runs a long command in the background and waits for it, so
+# that a signal to this script is handled at once (bash runs traps only
+# between foreground commands).
+CHILD=
+run() {
+	local rc=0
+	"$@" &
+	CHILD=$!
+	wait "$CHILD" || rc=$?
+	CHILD=
+	return "$rc"
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if [[ -n $CHILD ]]; then
+		stop_pids "$CHILD"
+	fi
 	if ((${#PIDS[@]} > 0)); then
 		log "stopping ${#PIDS[@]} processes"
 		stop_pids "${PIDS[@]}"
@@ -317,8 +340,8 @@ ETCD_PIDS=()
 KVD_PIDS=()
 install_etcd
 log "building bin/kvd, bin/kvctl, bin/ycsb"
-"${MAKE:-make}" --no-print-directory build >/dev/null
-go build -o bin/ycsb ./bench/cmd/ycsb
+run "${MAKE:-make}" --no-print-directory build >/dev/null
+run go build -o bin/ycsb ./bench/cmd/ycsb
 mkdir -p "$DIR" "$OUT"
 wait_quiet
 
@@ -328,11 +351,11 @@ COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --val
 	--duration "$DURATION" --warmup "$WARMUP" --timeout 60m)
 
 log "floors"
-bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
+run bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
 
 log "etcd $ETCD_VERSION: 3 members"
 start_etcd
-bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
+run bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
 	--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
 	--title "etcd $ETCD_VERSION, 3 members, YCSB" --version "etcd=$ETCD_VERSION" \
 	--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
@@ -344,7 +367,7 @@ ETCD_PIDS=()
 log "Causeway $CW_VERSION: 3 nodes"
 start_causeway
 LEADERS=$(leaders || true)
-bin/ycsb run --modes "$CAUSEWAY_MODES" --causeway-endpoints "$(kvd_endpoints)" "${COMMON[@]}" \
+run bin/ycsb run --modes "$CAUSEWAY_MODES" --causeway-endpoints "$(kvd_endpoints)" "${COMMON[@]}" \
 	--server-pids "$(IFS=,; echo "${KVD_PIDS[*]}")" \
 	--metrics-urls "$(kvd_metrics)" \
 	--title "Causeway $CW_VERSION, 3 nodes, YCSB" --version "causeway=$CW_VERSION" \
@@ -356,7 +379,7 @@ KVD_PIDS=()
 
 REPORT_NOTES=()
 for n in "${NOTES[@]+"${NOTES[@]}"}"; do REPORT_NOTES+=(--note "$n"); done
-bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd-$NAME.json,$OUT/ycsb-causeway-$NAME.json" \
+run bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd-$NAME.json,$OUT/ycsb-causeway-$NAME.json" \
 	--title "Causeway vs etcd: YCSB on one machine, 3 nodes each" \
 	--note "one system at a time on the same machine: etcd first, then Causeway; the benchmark client runs on the same machine" \
 	"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
