@@ -42,9 +42,6 @@ func New(self string, keyspaces map[string]uint32, local Local, cat Catalog) *Ro
 	return &Router{self: self, keyspaces: keyspaces, local: local, catalog: cat}
 }
 
-// Self returns this node's id.
-func (r *Router) Self() string { return r.self }
-
 // Shard returns the shard of key.
 func (r *Router) Shard(keyspace string, key []byte) (placement.Shard, error) {
 	n, ok := r.keyspaces[keyspace]

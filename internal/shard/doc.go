@@ -4,7 +4,7 @@
 //
 // A Group offers the three things the request path needs: Propose (a
 // replicated command, answered after commit and apply on this node),
-// VerifyLeader (for linearizable reads) and WaitApplied/WaitHLC (for causal
+// ReadBarrier (for linearizable reads) and WaitHLC (for causal
 // reads that must not be served before the replica has caught up with the
 // client's floor). Reads themselves go straight to storage through Read.
 //

@@ -281,20 +281,6 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 	return nil
 }
 
-// WaitApplied waits until this replica's FSM has applied index (of a
-// command or configuration entry).
-func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
-	for {
-		applied, _, ch := g.fsm.Applied()
-		if applied >= index {
-			return nil
-		}
-		if err := g.waitChange(ctx, ch); err != nil {
-			return err
-		}
-	}
-}
-
 // WaitHLC waits until this replica has applied a write with an HLC of at
 // least hlc. Versions grow with the log, so every write of the shard up to
 // that version is then applied.
