@@ -23,6 +23,8 @@ type Config struct {
 	ClientAddr string
 	// HTTPAddr is the host:port of /metrics, /healthz and /readyz.
 	HTTPAddr string
+	// Pprof serves Go's profiler under /debug/pprof/ on HTTPAddr.
+	Pprof bool
 	// PeerAddr is the host:port for node-to-node traffic (multi-node
 	// sites).
 	PeerAddr string

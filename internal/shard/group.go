@@ -70,6 +70,7 @@ type Group struct {
 
 	readyMu   sync.Mutex
 	readyTerm uint64 // term whose barrier has applied; REQUIRES: readyMu
+	verifier  verifier
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -97,6 +98,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		return nil, err
 	}
 	g.fsm = f
+	g.verifier.round = func() error { return g.raft.VerifyLeader().Error() }
+	g.verifier.done = deps.Metrics.observeLeaderCheck
 
 	hl := logging.HCLog(g.log, "raft", hclog.Warn)
 	rc := raft.DefaultConfig()
@@ -250,7 +253,8 @@ func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, e
 }
 
 // ReadBarrier makes the next read on this replica linearizable: it confirms
-// that the replica still leads (a quorum answers).
+// that the replica still leads (a quorum answers in a round that started
+// after the call; concurrent calls share rounds).
 //
 // That suffices because every write is acknowledged only after the leader
 // applied it, and a new leader applies everything committed before it
@@ -275,7 +279,7 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 		g.readyTerm = term
 		g.readyMu.Unlock()
 	}
-	if err := wait(ctx, g.raft.VerifyLeader()); err != nil {
+	if err := g.verifier.verify(ctx); err != nil {
 		return g.raftErr(err)
 	}
 	return nil

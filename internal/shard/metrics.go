@@ -13,6 +13,8 @@ import (
 type Metrics struct {
 	proposeSeconds *prometheus.HistogramVec
 	gcRemoved      *prometheus.CounterVec
+	leaderChecks   prometheus.Counter
+	checkedReads   prometheus.Counter
 
 	isLeader, term, commit, applied, snapshot *prometheus.Desc
 
@@ -33,6 +35,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "causeway", Subsystem: "shard", Name: "gc_removed_versions_total",
 			Help: "Versions removed by garbage collection.",
 		}, labels),
+		leaderChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "leader_checks_total",
+			Help: "Leadership confirmation rounds (a quorum answers) run for STRONG reads.",
+		}),
+		checkedReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "leader_checked_reads_total",
+			Help: "STRONG reads served after a leadership confirmation; divided by leader_checks_total it is the batching factor.",
+		}),
 		isLeader: prometheus.NewDesc("causeway_shard_is_leader", "1 if this node's replica leads the shard.", labels, nil),
 		term:     prometheus.NewDesc("causeway_shard_term", "Raft term of the replica.", labels, nil),
 		commit:   prometheus.NewDesc("causeway_shard_commit_index", "Raft commit index of the replica.", labels, nil),
@@ -40,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewDesc("causeway_shard_last_snapshot_index", "Index of the replica's last snapshot.", labels, nil),
 		groups:   make(map[*Group]struct{}),
 	}
-	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m)
+	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m)
 	return m
 }
 
@@ -59,6 +69,13 @@ func (m *Metrics) remove(g *Group) {
 func (m *Metrics) observePropose(shard, result string, d time.Duration) {
 	if m != nil {
 		m.proposeSeconds.WithLabelValues(shard, result).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) observeLeaderCheck(reads int) {
+	if m != nil {
+		m.leaderChecks.Inc()
+		m.checkedReads.Add(float64(reads))
 	}
 }
 
