@@ -138,17 +138,45 @@ func (c *Client) SessionToken() []byte {
 	return c.mu.session.Encode()
 }
 
-// header returns the request header carrying the current session.
-func (c *Client) header(keyspace string) *kvv1.RequestHeader {
+// readHeader returns the request header of a read of keys: it carries only
+// the floors the server needs for them (see causal.Session.ForRead).
+func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.mu.session.Encode()}
+	part := c.mu.session.ForRead(keyspace, keys, c.shardOf(keyspace))
+	c.mu.Unlock()
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
 }
 
-// mergeReply folds a reply's session token into the session.
-func (c *Client) mergeReply(h *kvv1.ResponseHeader) {
+// scanHeader returns the request header of a scan of [start, end).
+func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHeader {
+	c.mu.Lock()
+	part := c.mu.session.ForScan(keyspace, start, end)
+	c.mu.Unlock()
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
+}
+
+// writeHeader returns the request header of a mutation: it carries the
+// largest HLC the session saw, which the new version will exceed.
+func (c *Client) writeHeader(keyspace string) *kvv1.RequestHeader {
+	c.mu.Lock()
+	part := c.mu.session.ForWrite()
+	c.mu.Unlock()
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
+}
+
+// mergeReply folds what a reply observed into the session. A reply without
+// a session token (from a server that returns none) records the versions
+// the caller passes instead.
+func (c *Client) mergeReply(h *kvv1.ResponseHeader, keyspace string, items ...observed) {
 	tok := h.GetSession()
 	if len(tok) == 0 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, it := range items {
+			if !it.v.IsZero() {
+				c.mu.session.Observe(keyspace, it.key, it.v)
+			}
+		}
 		return
 	}
 	s, err := causal.DecodeSession(tok)
@@ -161,15 +189,33 @@ func (c *Client) mergeReply(h *kvv1.ResponseHeader) {
 	c.mu.session.Merge(s)
 }
 
-// observe records a version the client received for a key, in case the
-// reply's token did not already carry it.
+// observed is a version a reply returned for a key.
+type observed struct {
+	key []byte
+	v   Version
+}
+
+// observe records a version the client received for a key outside a
+// reply header (the current version of a compare-and-swap conflict).
 func (c *Client) observe(keyspace string, key []byte, v Version) {
 	if v.IsZero() {
 		return
 	}
+	sh := causal.UnknownShard
+	if shardOf := c.shardOf(keyspace); shardOf != nil {
+		if s, ok := shardOf(key); ok {
+			sh = s
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.session.Observe(keyspace, key, v)
+	c.mu.session.ObserveShard(keyspace, key, sh, v)
+}
+
+// shardOf returns the shard function of keyspace when the client knows the
+// keyspace's shard count, else nil.
+func (c *Client) shardOf(keyspace string) func([]byte) (uint32, bool) {
+	return nil
 }
 
 // requestID returns a fresh request id for one mutation; every attempt of

@@ -121,9 +121,45 @@ func TestPutGetCarriesSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	sessions = f.Sessions()
-	tok = sessions[len(sessions)-1]
-	if !bytes.Equal(tok, c.SessionToken()) {
-		t.Fatal("resumed client did not send the resumed session")
+	sent, err := causal.DecodeSession(sessions[len(sessions)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, ok := sent.Floor(DefaultKeyspace, []byte("k")); !ok || floor != v || !sent.Partial {
+		t.Fatalf("resumed client sent floor %v (%v, partial %v), want %v", floor, ok, sent.Partial, v)
+	}
+}
+
+// TestRequestsCarryOnlyTheirFloors: the client keeps every floor but a
+// request carries only those it needs, so tokens stay small however many
+// keys the session touched.
+func TestRequestsCarryOnlyTheirFloors(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	var last Version
+	for i := 0; i < 2*causal.MaxSessionKeys; i++ {
+		v, err := c.Put(ctx, []byte(fmt.Sprint("key", i)), []byte("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v
+	}
+	if _, err := c.Get(ctx, []byte("key5")); err != nil {
+		t.Fatal(err)
+	}
+	sessions := f.Sessions()
+	for i, tok := range sessions {
+		if len(tok) > 64 {
+			t.Fatalf("request %d carried a %d-byte token", i, len(tok))
+		}
+	}
+	full, err := causal.DecodeSession(c.SessionToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := full.Len(); keys < causal.MaxSessionKeys/2 || full.MaxHLC != last.HLC {
+		t.Fatalf("client session keeps %d key floors, MaxHLC %d (want %d)", keys, full.MaxHLC, last.HLC)
 	}
 }
 

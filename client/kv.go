@@ -29,16 +29,15 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
 	var resp *kvv1.PutResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.writeHeader(o.keyspace)
 		resp, err = c.kv[ep].Put(ctx, req)
 		return err
 	})
 	if err != nil {
 		return Version{}, fmt.Errorf("client: put: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
 	v := fromProtoVersion(resp.GetVersion())
-	c.observe(o.keyspace, key, v)
+	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
 	return v, nil
 }
 
@@ -49,16 +48,15 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, err
 	req := &kvv1.GetRequest{Key: key, Consistency: o.protoConsistency()}
 	var resp *kvv1.GetResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.readHeader(o.keyspace, key)
 		resp, err = c.kv[ep].Get(ctx, req)
 		return err
 	})
 	if err != nil {
 		return Item{}, fmt.Errorf("client: get: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
 	it := Item{Key: key, Value: resp.GetValue(), Version: fromProtoVersion(resp.GetVersion()), Found: resp.GetFound()}
-	c.observe(o.keyspace, key, it.Version)
+	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, it.Version})
 	return it, nil
 }
 
@@ -69,16 +67,15 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
 	var resp *kvv1.DeleteResponse
 	err = c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.writeHeader(o.keyspace)
 		resp, err = c.kv[ep].Delete(ctx, req)
 		return err
 	})
 	if err != nil {
 		return Version{}, false, fmt.Errorf("client: delete: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
 	v = fromProtoVersion(resp.GetVersion())
-	c.observe(o.keyspace, key, v)
+	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
 	return v, resp.GetExisted(), nil
 }
 
@@ -89,15 +86,14 @@ func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...Option) ([
 	req := &kvv1.BatchGetRequest{Keys: keys, Consistency: o.protoConsistency()}
 	var resp *kvv1.BatchGetResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.readHeader(o.keyspace, keys...)
 		resp, err = c.kv[ep].BatchGet(ctx, req)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: batch get: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
-	return c.items(o.keyspace, resp.GetItems()), nil
+	return c.items(o.keyspace, resp.GetHeader(), resp.GetItems()), nil
 }
 
 // ScanOptions select the keys of a scan: either those starting with Prefix,
@@ -146,17 +142,21 @@ func (c *Client) Scan(ctx context.Context, so ScanOptions, opts ...Option) (Scan
 		Continuation: so.Continuation,
 		Consistency:  o.protoConsistency(),
 	}
+	// The key range whose floors the scan needs.
+	start, end := so.Start, so.End
+	if len(so.Prefix) > 0 {
+		start, end = so.Prefix, prefixEnd(so.Prefix)
+	}
 	var resp *kvv1.ScanResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.scanHeader(o.keyspace, start, end)
 		resp, err = c.kv[ep].Scan(ctx, req)
 		return err
 	})
 	if err != nil {
 		return ScanPage{}, fmt.Errorf("client: scan: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
-	return ScanPage{Items: c.items(o.keyspace, resp.GetItems()), Continuation: resp.GetContinuation()}, nil
+	return ScanPage{Items: c.items(o.keyspace, resp.GetHeader(), resp.GetItems()), Continuation: resp.GetContinuation()}, nil
 }
 
 // ScanAll iterates over the scan's live keys in ascending byte order,
@@ -244,7 +244,7 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 	}
 	var resp *kvv1.CompareAndSwapResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.writeHeader(o.keyspace)
 		resp, err = c.kv[ep].CompareAndSwap(ctx, req)
 		return err
 	})
@@ -255,9 +255,8 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 		}
 		return Version{}, fmt.Errorf("client: compare-and-swap: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
 	v := fromProtoVersion(resp.GetVersion())
-	c.observe(o.keyspace, key, v)
+	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
 	return v, nil
 }
 
@@ -281,20 +280,21 @@ func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Opt
 	req := &kvv1.HistoryRequest{Key: key, Limit: uint32(min(limit, 1<<32-1)), Consistency: o.protoConsistency()}
 	var resp *kvv1.HistoryResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.header(o.keyspace)
+		req.Header = c.readHeader(o.keyspace, key)
 		resp, err = c.kv[ep].History(ctx, req)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: history: %w", err)
 	}
-	c.mergeReply(resp.GetHeader())
 	out := make([]HistoryEntry, 0, len(resp.GetVersions()))
 	for _, vv := range resp.GetVersions() {
 		out = append(out, HistoryEntry{Version: fromProtoVersion(vv.GetVersion()), Value: vv.GetValue(), Tombstone: vv.GetTombstone()})
 	}
 	if len(out) > 0 {
-		c.observe(o.keyspace, key, out[0].Version)
+		c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, out[0].Version})
+	} else {
+		c.mergeReply(resp.GetHeader(), o.keyspace)
 	}
 	return out, nil
 }
@@ -307,12 +307,33 @@ func (c *Client) writeOptions(o callOptions) *kvv1.WriteOptions {
 	}
 }
 
-func (c *Client) items(keyspace string, kvs []*kvv1.KeyValue) []Item {
+// items converts a reply's items and merges what the reply observed.
+func (c *Client) items(keyspace string, h *kvv1.ResponseHeader, kvs []*kvv1.KeyValue) []Item {
 	out := make([]Item, 0, len(kvs))
+	var seen []observed
+	if len(h.GetSession()) == 0 {
+		seen = make([]observed, 0, len(kvs))
+	}
 	for _, kv := range kvs {
 		it := Item{Key: kv.GetKey(), Value: kv.GetValue(), Version: fromProtoVersion(kv.GetVersion()), Found: kv.GetFound()}
-		c.observe(keyspace, it.Key, it.Version)
+		if seen != nil {
+			seen = append(seen, observed{it.Key, it.Version})
+		}
 		out = append(out, it)
 	}
+	c.mergeReply(h, keyspace, seen...)
 	return out
+}
+
+// prefixEnd returns the smallest key after every key with prefix p, or nil
+// if there is none (p is all 0xff bytes).
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
 }

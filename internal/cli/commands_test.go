@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -327,8 +326,12 @@ func TestSessionFileAcrossInvocations(t *testing.T) {
 	// The next invocation carries the saved session.
 	mustOK(t, kvctl(t, "", env, "get", "k"))
 	sessions := f.Sessions()
-	if last := sessions[len(sessions)-1]; !bytes.Equal(last, tok) {
-		t.Fatal("get did not send the session saved by put")
+	sent, err := causal.DecodeSession(sessions[len(sessions)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, ok := sent.Floor(client.DefaultKeyspace, []byte("k")); !ok || floor != v {
+		t.Fatalf("get sent floor %v (%v), want the floor %v saved by put", floor, ok, v)
 	}
 	// --session-file none (or "") disables it.
 	before := f.Sessions()

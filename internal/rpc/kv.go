@@ -87,10 +87,25 @@ func (s *KV) withRequestID(o *kvv1.WriteOptions) *kvv1.WriteOptions {
 	return out
 }
 
-// call is the per-request context: keyspace and session.
+// call is the per-request context: the keyspace, the session the request
+// carried (only the floors this request needs), and what this request
+// observed, which the reply returns for the client to merge.
 type call struct {
 	keyspace string
 	session  *causal.Session
+	observed causal.Session
+}
+
+// observe records that the request saw version v of key (in shard sh).
+func (c *call) observe(sh placement.Shard, key []byte, v causal.Version) {
+	c.session.ObserveShard(c.keyspace, key, sh.ID, v)
+	c.observed.ObserveShard(c.keyspace, key, sh.ID, v)
+}
+
+// merge folds what a forwarded request observed into c.
+func (c *call) merge(o *causal.Session) {
+	c.session.Merge(o)
+	c.observed.Merge(o)
 }
 
 func (s *KV) begin(h *kvv1.RequestHeader) (*call, error) {
@@ -109,8 +124,17 @@ func (s *KV) begin(h *kvv1.RequestHeader) (*call, error) {
 	return c, nil
 }
 
+// respHeader returns the reply header. For a request that carried a
+// partial session (the floors it needed, as the Go client sends), the
+// token carries only what this request observed: the versions it read or
+// wrote, with their shards, and their largest HLC, for the client to
+// merge. Otherwise it carries the whole session updated with them.
 func (s *KV) respHeader(c *call) *kvv1.ResponseHeader {
-	return &kvv1.ResponseHeader{Session: c.session.Encode(), Site: s.cfg.Site, NodeId: s.cfg.NodeID}
+	tok := c.observed.Encode()
+	if !c.session.Partial {
+		tok = c.session.Encode()
+	}
+	return &kvv1.ResponseHeader{Session: tok, Site: s.cfg.Site, NodeId: s.cfg.NodeID}
 }
 
 // Put implements kvv1.KVServer.
@@ -126,7 +150,7 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 	}
 	var res causal.Version
 	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		res, err = s.write(ctx, c, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
+		res, err = s.write(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.Put(fctx, req)
@@ -149,7 +173,7 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 	var existed bool
 	var v causal.Version
 	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		v, err = s.writeExisted(ctx, c, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
+		v, err = s.writeExisted(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.Delete(fctx, req)
@@ -190,10 +214,10 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	}
 	var v causal.Version
 	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		if err := s.casFailFast(g, c, w); err != nil {
+		if err := s.casFailFast(g, c, sh, w); err != nil {
 			return err
 		}
-		v, err = s.write(ctx, c, g, w, req.Options)
+		v, err = s.write(ctx, c, sh, g, w, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.CompareAndSwap(fctx, req)
@@ -216,7 +240,7 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 // when this replica already holds a newer version than the expected one.
 // Versions only grow, so the swap could never succeed; every other case is
 // decided in the log.
-func (s *KV) casFailFast(g *shard.Group, c *call, w *peerv1.Write) error {
+func (s *KV) casFailFast(g *shard.Group, c *call, sh placement.Shard, w *peerv1.Write) error {
 	if w.Condition.Kind != peerv1.Condition_KIND_VERSION {
 		return nil
 	}
@@ -229,7 +253,7 @@ func (s *KV) casFailFast(g *shard.Group, c *call, w *peerv1.Write) error {
 	}); err != nil || !found || !want.Less(cur.Version) {
 		return nil
 	}
-	c.session.Observe(c.keyspace, w.Key, cur.Version)
+	c.observe(sh, w.Key, cur.Version)
 	return &condError{status: casStatus(fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone})}
 }
 
@@ -253,15 +277,15 @@ type condError struct{ status error }
 
 func (e *condError) Error() string { return e.status.Error() }
 
-func (s *KV) write(ctx context.Context, c *call, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (causal.Version, error) {
+func (s *KV) write(ctx context.Context, c *call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (causal.Version, error) {
 	var existed bool
-	return s.writeExisted(ctx, c, g, w, o, &existed)
+	return s.writeExisted(ctx, c, sh, g, w, o, &existed)
 }
 
 // writeExisted proposes one write. The clock first observes everything the
 // session has seen, so the new version is newer than all of it (monotonic
 // writes, writes-follow-reads).
-func (s *KV) writeExisted(ctx context.Context, c *call, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions, existed *bool) (causal.Version, error) {
+func (s *KV) writeExisted(ctx context.Context, c *call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions, existed *bool) (causal.Version, error) {
 	s.clock.Observe(c.session.MaxHLC)
 	w.Hlc = s.clock.Now()
 	w.Site = s.cfg.Site
@@ -274,11 +298,11 @@ func (s *KV) writeExisted(ctx context.Context, c *call, g *shard.Group, w *peerv
 	}
 	if res.Err != nil {
 		if !res.Current.IsZero() {
-			c.session.Observe(c.keyspace, w.Key, res.Current)
+			c.observe(sh, w.Key, res.Current)
 		}
 		return causal.Version{}, &condError{status: casStatus(res)}
 	}
-	c.session.Observe(c.keyspace, w.Key, res.Version)
+	c.observe(sh, w.Key, res.Version)
 	*existed = res.Existed
 	return res.Version, nil
 }
@@ -340,7 +364,7 @@ func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency
 		return nil, err
 	}
 	if addr != "" {
-		return s.remoteGet(ctx, c, addr, key, cons)
+		return s.remoteGet(ctx, c, sh, addr, key, cons)
 	}
 	var rec storage.Record
 	var found bool
@@ -352,7 +376,7 @@ func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency
 	}
 	item := &kvv1.KeyValue{Key: key}
 	if found {
-		c.session.Observe(c.keyspace, key, rec.Version)
+		c.observe(sh, key, rec.Version)
 		item.Version = versionPB(rec.Version)
 		item.Found = !rec.Tombstone
 		item.Value = rec.Value
@@ -376,26 +400,32 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	var all []storage.Record
+	type shardRecord struct {
+		storage.Record
+		shard uint32
+	}
+	var all []shardRecord
 	more := false
 	for _, sh := range shards {
 		recs, m, err := s.scanShard(ctx, c, sh, sr, req.KeysOnly, req.Consistency)
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		all = append(all, recs...)
+		for _, r := range recs {
+			all = append(all, shardRecord{r, sh.ID})
+		}
 		more = more || m
 	}
 	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].Key, all[j].Key) < 0 })
 	if len(all) > sr.limit {
 		all, more = all[:sr.limit], true
 	}
+	// The session records each shard's newest returned version as the
+	// shard's floor rather than one floor per scanned key.
 	resp = &kvv1.ScanResponse{Items: make([]*kvv1.KeyValue, len(all))}
 	for i, r := range all {
 		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: versionPB(r.Version)}
-		if r.Version.HLC > c.session.MaxHLC {
-			c.session.MaxHLC = r.Version.HLC
-		}
+		c.observed.ObserveShardHLC(c.keyspace, r.shard, r.Version.HLC)
 	}
 	if more && len(all) > 0 {
 		resp.Continuation = EncodeContinuation(all[len(all)-1].Key)
@@ -434,8 +464,19 @@ func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		resp, err := kv.History(forwardCtx(ctx), req)
-		return resp, remoteErr(err)
+		fwd := &kvv1.HistoryRequest{
+			Header: &kvv1.RequestHeader{Keyspace: c.keyspace, Session: c.session.ForRead(c.keyspace, [][]byte{req.Key}, shardIs(sh)).Encode()},
+			Key:    req.Key, Limit: req.Limit, Consistency: req.Consistency,
+		}
+		resp, err := kv.History(forwardCtx(ctx), fwd)
+		if err != nil {
+			return nil, remoteErr(err)
+		}
+		if err := s.mergeSession(c, resp.Header); err != nil {
+			return nil, toStatus(err)
+		}
+		resp.Header = s.respHeader(c)
+		return resp, nil
 	}
 	var recs []storage.Record
 	if err := g.Read(func(st *storage.ShardTx) error {
@@ -449,7 +490,7 @@ func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.
 		resp.Versions[i] = &kvv1.VersionedValue{Version: versionPB(r.Version), Value: r.Value, Tombstone: r.Tombstone}
 	}
 	if len(recs) > 0 {
-		c.session.Observe(c.keyspace, req.Key, recs[0].Version)
+		c.observe(sh, req.Key, recs[0].Version)
 	}
 	resp.Header = s.respHeader(c)
 	return resp, nil

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,13 +152,17 @@ func (s *KV) readTarget(ctx context.Context, c *call, sh placement.Shard, key []
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", ErrRoutingLoop
 	}
-	floor, hasFloor := c.session.Floor(c.keyspace, key)
-	return s.causalTarget(ctx, sh, floor.HLC, hasFloor)
+	floor, fallback := c.session.ReadFloor(c.keyspace, key, sh.ID)
+	return s.causalTarget(ctx, sh, floor, fallback)
 }
 
 // causalTarget serves a CAUSAL read that needs the replica to have applied
-// floorHLC (when hasFloor).
-func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint64, hasFloor bool) (*shard.Group, string, error) {
+// floorHLC (zero: no floor). A fallback floor (see causal.Session.Fallback)
+// may lie above the shard's newest version: a replica that has not applied
+// it hands the read to the leader at once, and the leader serves it after a
+// read barrier, which makes it current with every committed write.
+func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint64, fallback bool) (*shard.Group, string, error) {
+	hasFloor := floorHLC > 0
 	g := s.router.Local(sh)
 	if g == nil {
 		reps, _ := s.router.Replicas(sh)
@@ -174,6 +177,20 @@ func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint
 	if !hasFloor {
 		s.metrics.followerRead(g.IsLeader())
 		return g, "", nil
+	}
+	if fallback && !appliedHLC(ctx, g, floorHLC) {
+		switch {
+		case g.IsLeader():
+			if err := g.ReadBarrier(ctx); err != nil {
+				return nil, "", err
+			}
+			s.metrics.followerRead(true)
+			return g, "", nil
+		case g.LeaderAddr() != "":
+			s.metrics.floorWaits.Inc()
+			s.metrics.forwarded.Inc()
+			return nil, g.LeaderAddr(), nil
+		}
 	}
 	wait := s.cfg.CausalWait
 	if !g.IsLeader() {
@@ -196,15 +213,28 @@ func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint
 	return nil, "", fmt.Errorf("%w: %s needs HLC %d", ErrCausalWait, sh, floorHLC)
 }
 
-// remoteGet reads one key on another node, carrying and merging the
-// session.
-func (s *KV) remoteGet(ctx context.Context, c *call, addr string, key []byte, cons kvv1.Consistency) (*kvv1.KeyValue, error) {
+// appliedHLC reports whether g has already applied hlc, without waiting.
+func appliedHLC(ctx context.Context, g *shard.Group, hlc uint64) bool {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	return g.WaitHLC(done, hlc) == nil
+}
+
+// shardIs returns a shard function for causal.Session.ForRead that places
+// every key in sh.
+func shardIs(sh placement.Shard) func([]byte) (uint32, bool) {
+	return func([]byte) (uint32, bool) { return sh.ID, true }
+}
+
+// remoteGet reads one key on another node, carrying the floors that read
+// needs and merging what it observed.
+func (s *KV) remoteGet(ctx context.Context, c *call, sh placement.Shard, addr string, key []byte, cons kvv1.Consistency) (*kvv1.KeyValue, error) {
 	kv, err := s.pool.KV(addr)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kv.Get(forwardCtx(ctx), &kvv1.GetRequest{
-		Header: &kvv1.RequestHeader{Keyspace: c.keyspace, Session: c.session.Encode()},
+		Header: &kvv1.RequestHeader{Keyspace: c.keyspace, Session: c.session.ForRead(c.keyspace, [][]byte{key}, shardIs(sh)).Encode()},
 		Key:    key, Consistency: cons,
 	})
 	if err != nil {
@@ -224,7 +254,7 @@ func (s *KV) mergeSession(c *call, h *kvv1.ResponseHeader) error {
 	if err != nil {
 		return fmt.Errorf("rpc: session from peer: %w", err)
 	}
-	c.session.Merge(sess)
+	c.merge(sess)
 	return nil
 }
 
@@ -233,25 +263,30 @@ func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scan
 	var g *shard.Group
 	var addr string
 	var err error
-	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+	strong := cons == kvv1.Consistency_CONSISTENCY_STRONG
+	if strong {
 		g, addr, err = s.leaderTarget(ctx, sh)
 		if err == nil && g != nil {
 			err = g.ReadBarrier(ctx)
 		}
 	} else {
-		// The replica must have applied the session's floors of every key
-		// of this shard inside the range.
-		var floor uint64
-		for fk, v := range c.session.Keys {
-			ks, key, ok := bytes.Cut([]byte(fk), []byte{0})
-			if !ok || string(ks) != c.keyspace || bytes.Compare(key, sr.start) < 0 || (len(sr.end) > 0 && bytes.Compare(key, sr.end) >= 0) {
-				continue
+		// The replica must have applied the shard's floor and the floors of
+		// the keys of this shard inside the range.
+		floor, fallback := c.session.ShardReadFloor(c.keyspace, sh.ID, sr.start, sr.end, func(key []byte) uint32 {
+			k, _ := s.router.Shard(c.keyspace, key)
+			return k.ID
+		})
+		if floor > 0 && s.router.Local(sh) == nil {
+			// A shard scan on another node carries no floor: read it on
+			// the leader after a read barrier, which is at least as new.
+			strong = true
+			g, addr, err = s.leaderTarget(ctx, sh)
+			if err == nil && g != nil {
+				err = g.ReadBarrier(ctx)
 			}
-			if k, _ := s.router.Shard(c.keyspace, key); k == sh && v.HLC > floor {
-				floor = v.HLC
-			}
+		} else {
+			g, addr, err = s.causalTarget(ctx, sh, floor, fallback)
 		}
-		g, addr, err = s.causalTarget(ctx, sh, floor, floor > 0)
 	}
 	if err != nil {
 		return nil, false, err
@@ -272,7 +307,7 @@ func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scan
 	resp, err := nc.ScanShard(forwardCtx(ctx), &peerv1.ScanShardRequest{
 		Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID},
 		Start: sr.start, End: sr.end, Limit: uint32(sr.limit), KeysOnly: keysOnly,
-		Strong: cons == kvv1.Consistency_CONSISTENCY_STRONG,
+		Strong: strong,
 	})
 	if err != nil {
 		return nil, false, remoteErr(err)

@@ -1,0 +1,235 @@
+package causal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// encodeV1 builds a format-1 token (the format of earlier releases).
+func encodeV1(maxHLC uint64, keys map[string]Version) []byte {
+	b := []byte{'C', 'S', 1}
+	b = binary.AppendUvarint(b, maxHLC)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		v := keys[k]
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, v.HLC)
+		b = binary.AppendUvarint(b, uint64(len(v.Site)))
+		b = append(b, v.Site...)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestTrimFoldsIntoShardFloors: dropping a key floor raises its shard's
+// floor to it, so the key's read floor stays at least what was seen.
+func TestTrimFoldsIntoShardFloors(t *testing.T) {
+	var s Session
+	const n = 3 * MaxSessionKeys
+	for i := 0; i < n; i++ {
+		s.ObserveShard("ks", []byte(fmt.Sprint("k", i)), uint32(i%4), Version{uint64(i + 1), "s"})
+		if keys, _ := s.Len(); keys > MaxSessionKeys {
+			t.Fatalf("after %d keys: %d key floors kept", i+1, keys)
+		}
+	}
+	keys, shards := s.Len()
+	if keys < MaxSessionKeys*3/4 || shards != 4 {
+		t.Fatalf("kept %d key floors and %d shard floors", keys, shards)
+	}
+	for i := 0; i < n; i++ {
+		key := []byte(fmt.Sprint("k", i))
+		hlc, fallback := s.ReadFloor("ks", key, uint32(i%4))
+		if hlc < uint64(i+1) || fallback {
+			t.Fatalf("k%d: read floor %d (fallback %v), saw version %d", i, hlc, fallback, i+1)
+		}
+	}
+	// The newest floors are kept precisely: the shard floors lie below them.
+	if v, ok := s.Floor("ks", []byte(fmt.Sprint("k", n-1))); !ok || v.HLC != n {
+		t.Fatalf("newest floor %v %v", v, ok)
+	}
+	// A key floor that its shard's floor covers is not kept.
+	sf, _ := s.ReadFloor("ks", []byte("fresh"), 0)
+	s.ObserveShard("ks", []byte("fresh"), 0, Version{1, "s"})
+	if _, ok := s.Floor("ks", []byte("fresh")); ok {
+		t.Fatalf("kept a key floor below its shard floor %d", sf)
+	}
+	// Unplaced keys fold into the fallback floor.
+	var u Session
+	for i := 0; i <= MaxSessionKeys; i++ {
+		u.Observe("ks", []byte(fmt.Sprint("k", i)), Version{uint64(i + 1), "s"})
+	}
+	if hlc, fallback := u.ReadFloor("ks", []byte("k0"), 9); hlc < 1 || !fallback {
+		t.Fatalf("unplaced trimmed key: floor %d fallback %v", hlc, fallback)
+	}
+}
+
+// TestFloorNeverGoesBack: random observations, merges (including stale
+// ones, as concurrent replies arrive out of order) and token round trips;
+// every key's read floor stays at or above every version the session saw
+// of it, and never decreases.
+func TestFloorNeverGoesBack(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	const nkeys, nshards = 200, 8
+	shardOf := func(i int) uint32 { return uint32(i % nshards) }
+	seen := make([]uint64, nkeys)
+	last := make([]uint64, nkeys)
+	var s Session
+	for step := 0; step < 5000; step++ {
+		i := rng.IntN(nkeys)
+		v := Version{HLC: uint64(rng.IntN(10000) + 1), Site: "s"}
+		key := []byte(fmt.Sprint("k", i))
+		switch rng.IntN(5) {
+		case 0: // a reply merged as a token
+			var o Session
+			o.ObserveShard("ks", key, shardOf(i), v)
+			if rng.IntN(2) == 0 {
+				o.ObserveShardHLC("ks", uint32(rng.IntN(nshards)), uint64(rng.IntN(100)))
+			}
+			s.Merge(&o)
+		case 1: // export and import
+			d, err := DecodeSession(s.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = *d
+			continue
+		case 2: // a narrowed request merged back (what a server echoes)
+			s.Merge(s.ForRead("ks", [][]byte{key}, nil))
+			continue
+		default:
+			s.ObserveShard("ks", key, shardOf(i), v)
+		}
+		seen[i] = max(seen[i], v.HLC)
+		for j := range nkeys {
+			f, _ := s.ReadFloor("ks", []byte(fmt.Sprint("k", j)), shardOf(j))
+			if f < seen[j] || f < last[j] {
+				t.Fatalf("step %d key %d: floor %d, saw %d, floor was %d", step, j, f, seen[j], last[j])
+			}
+			last[j] = f
+		}
+	}
+}
+
+func TestTokenRoundTripAndNarrowing(t *testing.T) {
+	var s Session
+	for i := 0; i < 2*MaxSessionKeys; i++ {
+		s.ObserveShard(fmt.Sprint("ks", i%3), []byte(fmt.Sprint("key/", i)), uint32(i%16), Version{uint64(1000 + i), "site1"})
+	}
+	s.Observe("ks0", []byte("unplaced"), Version{5000, "site1"})
+	tok := s.Encode()
+	got, err := DecodeSession(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Encode(), tok) {
+		t.Fatal("round trip changed the token")
+	}
+	if a, b := s.Len(); func() bool { c, d := got.Len(); return a != c || b != d }() {
+		t.Fatal("round trip changed the floors")
+	}
+	if got.MaxHLC != 5000 {
+		t.Fatalf("MaxHLC %d", got.MaxHLC)
+	}
+	// A read of one key sends its floor and its shard's floor only.
+	const last = 2*MaxSessionKeys - 1
+	key, ks, sh := []byte(fmt.Sprint("key/", last)), fmt.Sprint("ks", last%3), uint32(last%16)
+	part := s.ForRead(ks, [][]byte{key}, nil)
+	if k, sh := part.Len(); k != 1 || sh > 1 {
+		t.Fatalf("narrowed read carries %d key and %d shard floors", k, sh)
+	}
+	want, _ := s.ReadFloor(ks, key, sh)
+	if f, _ := part.ReadFloor(ks, key, sh); f != want {
+		t.Fatalf("narrowed floor %d, want %d", f, want)
+	}
+	// Of a key without a floor, with an unknown shard count: every shard
+	// floor of the keyspace.
+	part = s.ForRead("ks1", [][]byte{[]byte("other")}, nil)
+	if k, sh := part.Len(); k != 0 || sh == 0 || sh > 16 {
+		t.Fatalf("narrowed read carries %d key and %d shard floors", k, sh)
+	}
+	if len(part.Encode()) > 200 || len(tok) < 1000 {
+		t.Fatalf("narrowed token %d bytes, full %d", len(part.Encode()), len(tok))
+	}
+	// With the shard known, one shard floor.
+	part = s.ForRead("ks1", [][]byte{[]byte("other")}, func([]byte) (uint32, bool) { return 4, true })
+	if k, sh := part.Len(); k != 0 || sh != 1 {
+		t.Fatalf("narrowed read carries %d key and %d shard floors", k, sh)
+	}
+	if w := s.ForWrite(); w.MaxHLC != s.MaxHLC || len(w.Encode()) > 20 {
+		t.Fatalf("write token %d bytes", len(w.Encode()))
+	}
+}
+
+func TestDecodeFormat1(t *testing.T) {
+	keys := map[string]Version{FloorKey("default", []byte("a")): {10, "s1"}}
+	s, err := DecodeSession(encodeV1(30, keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.Floor("default", []byte("a")); !ok || v != (Version{10, "s1"}) || s.MaxHLC != 30 || s.Fallback != 0 {
+		t.Fatalf("decoded %+v", s)
+	}
+	if hlc, fb := s.ReadFloor("default", []byte("a"), 3); hlc != 10 || fb {
+		t.Fatalf("read floor %d %v", hlc, fb)
+	}
+	// A full format-1 token may have dropped floors: its MaxHLC becomes
+	// the fallback floor.
+	for i := 0; len(keys) < MaxSessionKeys; i++ {
+		keys[FloorKey("default", []byte(fmt.Sprint("k", i)))] = Version{uint64(20 + i), "s1"}
+	}
+	s, err = DecodeSession(encodeV1(500, keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hlc, fb := s.ReadFloor("default", []byte("dropped"), 3); hlc != 500 || !fb {
+		t.Fatalf("full format-1 token: read floor %d fallback %v", hlc, fb)
+	}
+	// A key floor without a keyspace is malformed.
+	if _, err := DecodeSession(encodeV1(1, map[string]Version{"nokeyspace": {1, "s"}})); err == nil {
+		t.Fatal("accepted a format-1 floor without a keyspace")
+	}
+}
+
+func TestShardFloorsBounded(t *testing.T) {
+	var s Session
+	for i := 0; i < 2*MaxShardFloors; i++ {
+		s.ObserveShardHLC(fmt.Sprint("ks", i/16), uint32(i%16), uint64(i+1))
+	}
+	if _, n := s.Len(); n > MaxShardFloors {
+		t.Fatalf("%d shard floors", n)
+	}
+	// A dropped shard's reads need the fallback floor.
+	if hlc, fb := s.ReadFloor("ks0", []byte("k"), 0); hlc < 1 || !fb {
+		t.Fatalf("dropped shard: floor %d fallback %v", hlc, fb)
+	}
+	if _, err := DecodeSession(s.Encode()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkObserveTrim(b *testing.B) {
+	var s Session
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprint("user", i))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var o Session
+		o.ObserveShard("default", keys[i%len(keys)], uint32(i%16), Version{uint64(i + 1), "s1"})
+		s.Merge(&o)
+		_ = s.ForRead("default", keys[i%len(keys):i%len(keys)+1], nil).Encode()
+	}
+}

@@ -1,0 +1,290 @@
+package causal
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+)
+
+// Token layout, format 2 (integers are unsigned varints unless noted):
+//
+//	magic 'C' 'S' | format 2 | flags (1 byte; bit 0: partial) | maxHLC | fallback | k = number of keyspaces |
+//	k × ( keyspace len, keyspace |
+//	      n = shard floors, n × (shard, hlc) |
+//	      m = key floors, m × (key len, key, shard+1 or 0 if unknown, hlc, site len, site) ) |
+//	crc32c (4 bytes BE) of everything before
+//
+// Keyspaces, shards and keys appear in ascending order, so equal sessions
+// encode to equal tokens. Format 1 (maxHLC, then keyspace-qualified key
+// floors without shards) is still decoded.
+const (
+	tokenMagic0   = 'C'
+	tokenMagic1   = 'S'
+	tokenFormat1  = 1
+	tokenFormat   = 2
+	maxSiteBytes  = 255
+	maxKeyspaceNm = 255
+
+	flagPartial = 1 << 0
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Encode serialises s to an opaque token. The empty session encodes to
+// nil, partial or not: a server answers an empty token with what the
+// request observed, which is what a partial one asks for.
+func (s *Session) Encode() []byte {
+	if s.IsEmpty() {
+		return nil
+	}
+	return s.AppendEncode(nil)
+}
+
+// AppendEncode appends the token of s to b.
+func (s *Session) AppendEncode(b []byte) []byte {
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // by keyspace, then key
+	shards := make([]ShardRef, 0, len(s.shards))
+	for r := range s.shards {
+		shards = append(shards, r)
+	}
+	slices.SortFunc(shards, func(a, b ShardRef) int {
+		if c := strings.Compare(a.Keyspace, b.Keyspace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Shard, b.Shard)
+	})
+	// The keyspaces, in order.
+	var kss []string
+	for _, r := range shards {
+		if len(kss) == 0 || kss[len(kss)-1] != r.Keyspace {
+			kss = append(kss, r.Keyspace)
+		}
+	}
+	for _, fk := range keys {
+		ks, _ := splitFloorKey(fk)
+		if i, found := slices.BinarySearch(kss, ks); !found {
+			kss = slices.Insert(kss, i, ks)
+		}
+	}
+
+	start := len(b)
+	var flags byte
+	if s.Partial {
+		flags |= flagPartial
+	}
+	b = append(b, tokenMagic0, tokenMagic1, tokenFormat, flags)
+	b = binary.AppendUvarint(b, s.MaxHLC)
+	b = binary.AppendUvarint(b, s.Fallback)
+	b = binary.AppendUvarint(b, uint64(len(kss)))
+	for _, ks := range kss {
+		b = appendString(b, ks)
+		n := 0
+		for n < len(shards) && shards[n].Keyspace == ks {
+			n++
+		}
+		b = binary.AppendUvarint(b, uint64(n))
+		for _, r := range shards[:n] {
+			b = binary.AppendUvarint(b, uint64(r.Shard))
+			b = binary.AppendUvarint(b, s.shards[r])
+		}
+		shards = shards[n:]
+		m := 0
+		for m < len(keys) && strings.HasPrefix(keys[m], ks+"\x00") {
+			m++
+		}
+		b = binary.AppendUvarint(b, uint64(m))
+		for _, fk := range keys[:m] {
+			kf := s.keys[fk]
+			b = appendString(b, fk[len(ks)+1:])
+			if kf.shard == UnknownShard {
+				b = append(b, 0)
+			} else {
+				b = binary.AppendUvarint(b, uint64(kf.shard)+1)
+			}
+			b = binary.AppendUvarint(b, kf.v.HLC)
+			b = appendString(b, kf.v.Site)
+		}
+		keys = keys[m:]
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// DecodeSession parses a token produced by Encode (format 2, or format 1 of
+// earlier releases). An empty token is an empty session. Any other
+// malformed input returns an error wrapping ErrMalformedToken.
+//
+// A format-1 token's key floors have no shard. Such a token with
+// MaxSessionKeys floors may have dropped older ones, which that format
+// only accounted for in MaxHLC; its MaxHLC becomes the session's Fallback.
+func DecodeSession(tok []byte) (*Session, error) {
+	s := &Session{}
+	if len(tok) == 0 {
+		return s, nil
+	}
+	if len(tok) > MaxTokenBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformedToken, len(tok), MaxTokenBytes)
+	}
+	if len(tok) < 3+4 || tok[0] != tokenMagic0 || tok[1] != tokenMagic1 {
+		return nil, fmt.Errorf("%w: not a session token", ErrMalformedToken)
+	}
+	format := tok[2]
+	if format != tokenFormat && format != tokenFormat1 {
+		return nil, fmt.Errorf("%w: unsupported format %d", ErrMalformedToken, format)
+	}
+	body, sum := tok[:len(tok)-4], binary.BigEndian.Uint32(tok[len(tok)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrMalformedToken)
+	}
+	r := reader{b: body[3:]}
+	var err error
+	if format == tokenFormat1 {
+		err = s.decodeV1(&r)
+	} else {
+		err = s.decodeV2(&r)
+	}
+	if err == nil {
+		err = r.err
+	}
+	if err == nil && len(r.b) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(r.b))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedToken, err)
+	}
+	return s, nil
+}
+
+func (s *Session) decodeV1(r *reader) error {
+	s.MaxHLC = r.uvarint()
+	n := r.uvarint()
+	if n > MaxSessionKeys {
+		return fmt.Errorf("%d keys exceeds %d", n, MaxSessionKeys)
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		fk := r.bytes(MaxTokenBytes)
+		hlc := r.uvarint()
+		site := r.bytes(maxSiteBytes)
+		if r.err != nil {
+			break
+		}
+		ks, _, ok := strings.Cut(string(fk), "\x00")
+		if !ok || len(ks) > maxKeyspaceNm {
+			return errors.New("key floor without a keyspace")
+		}
+		s.setKey(string(fk), keyFloor{v: Version{HLC: hlc, Site: string(site)}, shard: UnknownShard})
+	}
+	if n == MaxSessionKeys {
+		s.Fallback = s.MaxHLC
+	}
+	return nil
+}
+
+func (s *Session) decodeV2(r *reader) error {
+	if len(r.b) == 0 {
+		return errors.New("truncated flags")
+	}
+	flags := r.b[0]
+	r.b = r.b[1:]
+	if flags&^flagPartial != 0 {
+		return fmt.Errorf("unknown flags %#x", flags)
+	}
+	s.Partial = flags&flagPartial != 0
+	s.MaxHLC = r.uvarint()
+	s.Fallback = r.uvarint()
+	nks := r.uvarint()
+	var nKeys, nShards uint64
+	for i := uint64(0); i < nks && r.err == nil; i++ {
+		ks := string(r.bytes(maxKeyspaceNm))
+		if strings.IndexByte(ks, 0) >= 0 {
+			return errors.New("keyspace contains NUL")
+		}
+		n := r.uvarint()
+		if nShards += n; nShards > MaxShardFloors {
+			return fmt.Errorf("more than %d shard floors", MaxShardFloors)
+		}
+		for j := uint64(0); j < n && r.err == nil; j++ {
+			sh, hlc := r.uvarint(), r.uvarint()
+			if sh >= uint64(UnknownShard) {
+				return fmt.Errorf("shard %d out of range", sh)
+			}
+			s.raiseShard(ShardRef{ks, uint32(sh)}, hlc)
+		}
+		m := r.uvarint()
+		if nKeys += m; nKeys > MaxSessionKeys {
+			return fmt.Errorf("more than %d keys", MaxSessionKeys)
+		}
+		for j := uint64(0); j < m && r.err == nil; j++ {
+			key := r.bytes(MaxTokenBytes)
+			sh := r.uvarint()
+			hlc := r.uvarint()
+			site := r.bytes(maxSiteBytes)
+			if sh > uint64(UnknownShard) {
+				return fmt.Errorf("shard %d out of range", sh-1)
+			}
+			shard := UnknownShard
+			if sh > 0 {
+				shard = uint32(sh - 1)
+			}
+			if r.err == nil {
+				s.setKey(FloorKey(ks, key), keyFloor{v: Version{HLC: hlc, Site: string(site)}, shard: shard})
+			}
+		}
+	}
+	return nil
+}
+
+// setKey stores a decoded key floor as is (the newer one if repeated).
+func (s *Session) setKey(fk string, kf keyFloor) {
+	if s.keys == nil {
+		s.keys = make(map[string]keyFloor)
+	}
+	if cur, ok := s.keys[fk]; ok && !cur.v.Less(kf.v) {
+		return
+	}
+	s.keys[fk] = kf
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(max uint64) []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > max || n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("length %d out of range", n)
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
