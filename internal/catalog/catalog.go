@@ -96,7 +96,7 @@ type Shards interface {
 
 // Deps are a catalog's collaborators.
 type Deps struct {
-	LogDB     *storage.DB
+	LogDB     *storage.RaftLogs
 	Transport raft.Transport
 	Members   Members
 	Shards    Shards

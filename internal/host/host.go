@@ -37,7 +37,8 @@ type Transports interface {
 type Deps struct {
 	NodeID     string
 	Shard      shard.Config
-	DB, LogDB  *storage.DB
+	DB         *storage.DB
+	LogDB      *storage.RaftLogs
 	Transports Transports
 	// Base is copied into every group's shard.Deps (clock, metrics, logger).
 	Base   shard.Deps
@@ -164,7 +165,7 @@ func (h *Host) drop(s placement.Shard) error {
 		h.log.Warn("closing dropped replica", "shard", id.String(), "err", err)
 	}
 	err := errors.Join(
-		h.deps.LogDB.RaftStore(id.String()).Drop(),
+		h.deps.LogDB.Drop(id.String()),
 		h.deps.DB.Update(func(tx *storage.Tx) error { return tx.DropShard(id) }),
 		os.RemoveAll(filepath.Join(h.deps.Shard.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))),
 	)

@@ -4,7 +4,8 @@
 //
 // Data directory layout:
 //
-//	<data-dir>/raft.db               raft logs and stable stores of every shard group
+//	<data-dir>/raft.db               raft stable stores (term, vote) of every raft group
+//	<data-dir>/wal/                  raft logs of every raft group (write-ahead log, docs/adr/008)
 //	<data-dir>/state.db              MVCC state of every shard replica (derived, docs/adr/006)
 //	<data-dir>/state.db.open         present while state.db is open: the boot id
 //	<data-dir>/snapshots/<ks>/<n>/   raft snapshots of each shard group

@@ -35,16 +35,19 @@ import (
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/transport"
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // ErrForeignDataDir is returned for a data directory that holds files
 // Causeway did not write.
 var ErrForeignDataDir = errors.New("server: data directory is not a Causeway data directory")
 
-// The node's two database files (docs/adr/001).
+// The node's two database files (docs/adr/001) and its raft log
+// directory (docs/adr/008).
 const (
 	stateFile = "state.db"
 	raftFile  = "raft.db"
+	walDir    = "wal"
 )
 
 // Server is one running node.
@@ -54,7 +57,9 @@ type Server struct {
 	reg *prometheus.Registry
 
 	db      *storage.DB // MVCC state
-	logDB   *storage.DB // raft logs
+	logDB   *storage.DB // raft stable stores
+	wal     *wal.WAL    // raft logs
+	logs    *storage.RaftLogs
 	network *transport.Network
 	members *membership.Membership
 	pool    *peer.Pool
@@ -151,14 +156,14 @@ func (s *Server) Start() (err error) {
 		ccfg.RebalanceInterval = 200 * time.Millisecond
 	}
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
-		LogDB: s.logDB, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
+		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
 		Shards: peer.Shards{Pool: s.pool}, Logger: s.log, Registry: s.reg,
 	}, len(s.cfg.Join) == 0); err != nil {
 		return err
 	}
 
 	s.host = host.New(host.Deps{
-		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logDB, Transports: s.network,
+		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logs, Transports: s.network,
 		Base: shard.Deps{Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg)}, Logger: s.log,
 	})
 	// Every clock reading must be above every version already stored.
@@ -244,16 +249,25 @@ func (s *Server) serve(g *grpc.Server, ln net.Listener, name string) {
 	}()
 }
 
-// openStorage opens the raft log database (fsynced: it is what makes
-// writes durable) and the state database (derived from the raft snapshots
-// and logs, so not fsynced; rebuilt when a machine restart may have torn
-// it). See docs/adr/006.
+// openStorage opens the raft stable stores (raft.db) and logs (the
+// write-ahead log; both fsynced: they make writes durable, docs/adr/008)
+// and the state database (derived from the raft snapshots and logs, so not
+// fsynced; rebuilt when a machine restart may have torn it). See
+// docs/adr/006.
 func (s *Server) openStorage() (err error) {
 	id := storage.Identity{Site: s.cfg.Site, NodeID: s.cfg.NodeID}
 	logCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, raftFile), id)
 	logCfg.Name = "raft"
 	logCfg.NoSync = s.cfg.NoSync
 	if s.logDB, err = storage.Open(logCfg, s.log, s.reg); err != nil {
+		return err
+	}
+	walCfg := wal.DefaultConfig(filepath.Join(s.cfg.DataDir, walDir))
+	walCfg.NoSync = s.cfg.NoSync
+	if s.wal, err = wal.Open(walCfg, s.log, s.reg); err != nil {
+		return err
+	}
+	if s.logs, err = storage.OpenRaftLogs(s.logDB, s.wal, s.log); err != nil {
 		return err
 	}
 	stateCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, stateFile), id)
@@ -293,7 +307,7 @@ func checkDataDir(dir string) error {
 		case raftFile:
 			hasRaft = true
 		case stateFile:
-		case "snapshots", stateFile + ".open", stateFile + ".open.tmp":
+		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp":
 		default:
 			foreign = append(foreign, e.Name())
 		}
@@ -486,6 +500,11 @@ func (s *Server) Stop() {
 				if err := db.Close(); err != nil {
 					s.log.Warn("closing storage", "db", db.Path(), "err", err)
 				}
+			}
+		}
+		if s.wal != nil {
+			if err := s.wal.Close(); err != nil {
+				s.log.Warn("closing the raft log", "err", err)
 			}
 		}
 		s.log.Info("kvd stopped")

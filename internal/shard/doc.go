@@ -1,6 +1,6 @@
 // Package shard runs the replica of one shard on this node: a hashicorp/raft
-// group whose log lives in the node's database (storage.RaftStore) and whose
-// state machine is fsm.FSM.
+// group whose log lives in the node's write-ahead log and whose stable store
+// in raft.db (storage.RaftLogs), and whose state machine is fsm.FSM.
 //
 // A Group offers the three things the request path needs: Propose (a
 // replicated command, answered after commit and apply on this node),

@@ -40,10 +40,9 @@ const defaultTimeout = 10 * time.Second
 
 // Deps are a group's collaborators.
 type Deps struct {
-	// DB holds the shard's MVCC state; LogDB its raft log. They may be the
-	// same database.
+	// DB holds the shard's MVCC state; LogDB its raft log and stable store.
 	DB        *storage.DB
-	LogDB     *storage.DB
+	LogDB     *storage.RaftLogs
 	Clock     *causal.Clock
 	Logger    *slog.Logger
 	Metrics   *Metrics
@@ -83,7 +82,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		return nil, err
 	}
 	if deps.LogDB == nil {
-		deps.LogDB = deps.DB
+		return nil, errors.New("shard: Deps.LogDB is required")
 	}
 	g := &Group{
 		id:    id,

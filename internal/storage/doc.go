@@ -1,6 +1,8 @@
 // Package storage is the only package that imports bbolt. A DB is one
-// database file; a node runs two (see docs/adr/001): one holds the raft log
-// and stable store of every hosted shard group (RaftStore), the other the
+// database file; a node runs two (see docs/adr/001): one holds the raft
+// stable store of every hosted raft group (RaftStore; RaftLogs pairs it
+// with the group's log in the write-ahead log of internal/wal, and moves
+// logs that earlier versions kept in bbolt into it, docs/adr/008), the other the
 // MVCC state of every hosted shard replica (ShardTx): versions of each key
 // newest first, tombstones, the applied index and the request-id table that
 // makes retried mutations apply once. Both carry the node identity that

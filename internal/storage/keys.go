@@ -31,11 +31,14 @@ var (
 
 // Keys in bucketMeta and bucketState.
 var (
-	metaFormat  = []byte("format")
-	metaSite    = []byte("site")
-	metaNodeID  = []byte("node_id")
-	stateApply  = []byte("applied_index")
-	stateMaxHLC = []byte("max_hlc")
+	metaFormat = []byte("format")
+	metaSite   = []byte("site")
+	metaNodeID = []byte("node_id")
+	// metaRaftLogs (raft.db) is "wal" once the raft logs live in the
+	// write-ahead log rather than in the log sub-buckets.
+	metaRaftLogs = []byte("raft_logs")
+	stateApply   = []byte("applied_index")
+	stateMaxHLC  = []byte("max_hlc")
 )
 
 // formatVersion is the on-disk format this build writes and reads.

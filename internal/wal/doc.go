@@ -1,0 +1,29 @@
+// Package wal is a node's write-ahead log: the raft logs of all the raft
+// groups the node hosts, interleaved in one append-only sequence of
+// segment files, each preallocated (64 MiB by default). Log(group) returns a
+// group's raft.LogStore.
+//
+// Every StoreLogs, DeleteRange and Drop becomes records (CRC-32C and
+// length framed; see record.go) handed to one committer goroutine, owned
+// by the WAL. It takes every request that arrived while the previous batch
+// was being synced, writes them with one write and one fdatasync, then
+// updates the in-memory index (group → index → segment, offset) and
+// answers the callers: a call returns once its records are durable, and
+// concurrent calls of different groups share one fdatasync. Deletions are
+// records too, so replaying the segments in order rebuilds every group's
+// exact entries. Entries are read back from the files (the page cache),
+// never kept in memory.
+//
+// A segment is removed once it is the oldest and holds no live entry (only
+// a prefix is ever removed, so a delete record always outlives the records
+// it deleted). When there are more than MaxSegments segments, starting a
+// new segment also copies the live entries of the oldest one into it, so
+// that a group which stopped writing cannot pin old segments and make the
+// log grow without bound.
+//
+// Open replays every segment. A torn or damaged record at the end of the
+// last segment is an interrupted write: it is cut off. Damage anywhere
+// else fails Open with ErrCorrupt. New records always go to a new
+// segment, never after a recovered tail. A failed write or fdatasync
+// makes the WAL refuse further writes until it is reopened.
+package wal

@@ -1,0 +1,850 @@
+package wal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Errors returned by the WAL.
+var (
+	// ErrCorrupt is returned by Open when a record before the tail of the
+	// last segment is damaged (the log cannot be trusted past it), and by
+	// reads of a damaged record.
+	ErrCorrupt = errors.New("wal: log is corrupt")
+	// ErrClosed is returned by calls on a closed WAL.
+	ErrClosed = errors.New("wal: closed")
+	// ErrOrder is returned by StoreLogs for entries whose indexes do not
+	// increase.
+	ErrOrder = errors.New("wal: log indexes must increase")
+)
+
+const (
+	segmentSuffix = ".wal"
+	segHeaderLen  = 16
+	segMagic      = "CWYWAL\x00\x01"
+)
+
+// Config configures a WAL.
+type Config struct {
+	// Dir is the directory of the segment files; created if missing.
+	Dir string
+	// SegmentBytes is the size a segment is preallocated to; a batch that
+	// does not fit in the head segment starts a new one.
+	SegmentBytes int64
+	// MaxSegments is the segment count above which starting a new segment
+	// also copies the live entries of the oldest segment into the new
+	// one, so that the oldest can be removed. It bounds the disk used by
+	// groups that stop writing while their entries pin old segments.
+	MaxSegments int
+	// MaxBatchBytes bounds the records written by one group commit (one
+	// larger request is still written alone).
+	MaxBatchBytes int
+	// NoSync disables fdatasync. Only for tests and benchmarks that
+	// measure everything but the disk; never in production.
+	NoSync bool
+}
+
+// DefaultConfig returns the production defaults for a WAL in dir.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, SegmentBytes: 64 << 20, MaxSegments: 8, MaxBatchBytes: 16 << 20}
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("wal: empty directory")
+	case c.SegmentBytes < 4096 || c.SegmentBytes > math.MaxUint32:
+		return errors.New("wal: SegmentBytes must be between 4 KiB and 4 GiB")
+	case c.MaxSegments < 2:
+		return errors.New("wal: MaxSegments must be at least 2")
+	case c.MaxBatchBytes < 1:
+		return errors.New("wal: MaxBatchBytes must be positive")
+	}
+	return nil
+}
+
+// WAL is a node's write-ahead log: the raft logs of all its groups in one
+// sequence of segment files. It is safe for concurrent use.
+type WAL struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	mu struct {
+		sync.RWMutex
+		groups map[string]*groupIndex // written only by the committer
+		segs   map[uint32]*segment
+		closed bool
+		err    error // sticky write failure
+	}
+
+	// Owned by the committer goroutine (by Open before it starts).
+	order   []*segment // oldest first; the last one is the head
+	buf     []byte
+	ops     []op
+	pending map[string]uint64
+
+	segCount, diskBytes atomic.Int64
+	created             bool // Open created the directory
+
+	reqs      chan *request
+	closing   chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type segment struct {
+	seq  uint32
+	f    *os.File
+	size int64 // end of the written records; committer only
+	// live counts the entries whose current location is in this segment;
+	// written by the committer under mu.
+	live      int
+	liveBytes int64
+}
+
+// op is one effect of a record on the index.
+type op struct {
+	kind     kind
+	group    string
+	index    uint64 // kindEntry
+	l        loc    // kindEntry; off relative to the batch until placed
+	min, max uint64 // kindDelete
+}
+
+type request struct {
+	group string
+	// StoreLogs: the framed records and, per entry, its index, offset
+	// in recs and length.
+	recs        []byte
+	spans       []span
+	first, last uint64
+	// DeleteRange.
+	del      bool
+	min, max uint64
+
+	done chan error
+}
+
+type span struct {
+	index uint64
+	off   uint32
+	n     uint32
+}
+
+// Open opens the WAL in cfg.Dir, creating it if needed, and recovers the
+// index of every group by reading all segments. A damaged or torn record
+// at the end of the last segment (an interrupted write) is cut off, with a
+// warning; damage anywhere else fails with ErrCorrupt. The caller ensures
+// that one process at a time opens a directory.
+func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	w := &WAL{
+		cfg:     cfg,
+		log:     logger.With("component", "wal"),
+		pending: make(map[string]uint64),
+		reqs:    make(chan *request, 1024),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	w.mu.groups = make(map[string]*groupIndex)
+	w.mu.segs = make(map[uint32]*segment)
+	if err := w.recover(); err != nil {
+		w.closeFiles()
+		return nil, err
+	}
+	w.m = newMetrics(reg, w)
+	go w.commitLoop()
+	return w, nil
+}
+
+func segmentName(seq uint32) string { return fmt.Sprintf("%016x%s", seq, segmentSuffix) }
+
+func (w *WAL) recover() error {
+	if _, err := os.Stat(w.cfg.Dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		if err := syncDir(filepath.Dir(w.cfg.Dir)); err != nil {
+			return err
+		}
+		w.created = true
+	}
+	entries, err := os.ReadDir(w.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	var seqs []uint32
+	for _, e := range entries {
+		name := e.Name()
+		seq, err := strconv.ParseUint(strings.TrimSuffix(name, segmentSuffix), 16, 32)
+		if !strings.HasSuffix(name, segmentSuffix) || err != nil || name != segmentName(uint32(seq)) {
+			return fmt.Errorf("%w: unexpected file %q in %s", ErrCorrupt, name, w.cfg.Dir)
+		}
+		seqs = append(seqs, uint32(seq))
+	}
+	slices.Sort(seqs)
+	next := uint32(1)
+	for k, seq := range seqs {
+		last := k == len(seqs)-1
+		s, err := w.recoverSegment(seq, last)
+		if err != nil {
+			return err
+		}
+		next = seq + 1
+		if s != nil {
+			w.order = append(w.order, s)
+			w.mu.segs[seq] = s
+		}
+	}
+	// New records always go to a fresh segment: nothing is ever written
+	// after a recovered tail.
+	head, err := w.createSegment(next)
+	if err != nil {
+		return err
+	}
+	w.order = append(w.order, head)
+	w.mu.segs[head.seq] = head
+	w.removeDead()
+	w.updateGauges()
+	groups := 0
+	for range w.mu.groups {
+		groups++
+	}
+	w.log.Info("wal opened", "dir", w.cfg.Dir, "segments", len(w.order), "groups", groups)
+	return nil
+}
+
+// recoverSegment opens segment seq and replays its records into the index.
+// It returns nil for a last segment whose creation was interrupted (removed).
+func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
+	path := filepath.Join(w.cfg.Dir, segmentName(seq))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	hdr := make([]byte, segHeaderLen)
+	if _, err := io.ReadFull(f, hdr); err != nil || string(hdr[:8]) != segMagic || binary.BigEndian.Uint64(hdr[8:]) != uint64(seq) {
+		if last && (err != nil || isZero(hdr)) {
+			// Crashed while creating the segment: it holds nothing.
+			w.log.Warn("wal: removing incompletely created segment", "segment", path)
+			_ = f.Close()
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("wal: %w", err)
+			}
+			return nil, syncDir(w.cfg.Dir)
+		}
+		_ = f.Close()
+		return nil, fmt.Errorf("%w: %s has no valid segment header", ErrCorrupt, path)
+	}
+	s := &segment{seq: seq, f: f, size: segHeaderLen}
+	w.mu.segs[seq] = s // apply looks segments up
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	end, tail, err := scan(bufio.NewReaderSize(f, 1<<20), segHeaderLen, fi.Size()-segHeaderLen, func(off int64, n int, r record) {
+		w.apply(op{kind: r.kind, group: r.group, index: r.index, min: r.min, max: r.max,
+			l: loc{seg: seq, off: uint32(off), n: uint32(n)}})
+	})
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("wal: reading %s: %w", path, err)
+	}
+	s.size = end
+	if tail != nil {
+		if !last {
+			_ = f.Close()
+			return nil, fmt.Errorf("%w: %s at offset %d: %v (not the end of the log; refusing to start)", ErrCorrupt, path, end, tail)
+		}
+		w.log.Warn("wal: cutting off an incomplete write at the end of the log", "segment", path, "offset", end, "reason", tail)
+		if err := f.Truncate(end); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// scan reads the records of a segment from r, which starts at offset off
+// and holds size bytes, and calls fn for each. It stops at the end marker or end of file (tail
+// nil), or at the first torn or damaged record (tail says why); end is the
+// offset just after the last good record. err is a read error.
+func scan(r io.Reader, off, size int64, fn func(off int64, n int, rec record)) (end int64, tail, err error) {
+	start := off
+	hdr := make([]byte, headerLen)
+	var body []byte
+	for {
+		k, err := io.ReadFull(r, hdr)
+		switch {
+		case err == io.EOF:
+			return off, nil, nil
+		case err == io.ErrUnexpectedEOF:
+			if isZero(hdr[:k]) {
+				return off, nil, nil
+			}
+			return off, errors.New("torn record header"), nil
+		case err != nil:
+			return off, nil, err
+		}
+		length, st := checkFrame(hdr)
+		switch st {
+		case frameEnd:
+			return off, nil, nil
+		case frameCorrupt:
+			return off, errors.New("bad record length"), nil
+		}
+		if int64(headerLen+length) > size-(off-start) {
+			return off, errors.New("torn record"), nil
+		}
+		if need := headerLen + length; cap(body) < need {
+			body = make([]byte, need)
+		}
+		buf := body[:headerLen+length]
+		copy(buf, hdr)
+		if _, err := io.ReadFull(r, buf[headerLen:]); err == io.EOF || err == io.ErrUnexpectedEOF {
+			return off, errors.New("torn record"), nil
+		} else if err != nil {
+			return off, nil, err
+		}
+		n, st := checkFrame(buf)
+		if st != frameOK {
+			return off, errors.New("record checksum mismatch"), nil
+		}
+		rec, derr := decodeRecord(buf[headerLen:n], nil)
+		if derr != nil {
+			return off, derr, nil
+		}
+		fn(off, n, rec)
+		off += int64(n)
+	}
+}
+
+func (w *WAL) createSegment(seq uint32) (*segment, error) {
+	path := filepath.Join(w.cfg.Dir, segmentName(seq))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	hdr := append([]byte(segMagic), make([]byte, 8)...)
+	binary.BigEndian.PutUint64(hdr[8:], uint64(seq))
+	err = preallocate(f, w.cfg.SegmentBytes)
+	if err == nil {
+		_, err = f.WriteAt(hdr, 0)
+	}
+	if err == nil && !w.cfg.NoSync {
+		err = f.Sync()
+	}
+	if err == nil && !w.cfg.NoSync {
+		err = syncDir(w.cfg.Dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("wal: create segment: %w", err)
+	}
+	return &segment{seq: seq, f: f, size: segHeaderLen}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// apply applies one record's effect to the index and the segments' live
+// counts. REQUIRES: w.mu held for writing, or Open before the WAL is shared.
+func (w *WAL) apply(o op) {
+	g := w.mu.groups[o.group]
+	drop := func(l loc) {
+		if s := w.mu.segs[l.seg]; s != nil {
+			s.live--
+			s.liveBytes -= int64(l.n)
+		}
+	}
+	switch o.kind {
+	case kindEntry:
+		if g == nil {
+			g = &groupIndex{}
+			w.mu.groups[o.group] = g
+		}
+		if old, ok := g.put(o.index, o.l); ok {
+			drop(old)
+		}
+		if s := w.mu.segs[o.l.seg]; s != nil {
+			s.live++
+			s.liveBytes += int64(o.l.n)
+		}
+	case kindDelete:
+		if g == nil {
+			return
+		}
+		g.deleteRange(o.min, o.max, drop)
+		if g.empty() {
+			delete(w.mu.groups, o.group)
+		}
+	}
+}
+
+// removeDead removes the oldest segments while no live entry is in them.
+// Only a prefix of the log is ever removed: a delete record must outlive
+// every older record whose entries it deleted. Committer only.
+func (w *WAL) removeDead() {
+	removed := false
+	for len(w.order) > 1 && w.order[0].live == 0 {
+		s := w.order[0]
+		w.mu.Lock()
+		delete(w.mu.segs, s.seq)
+		w.mu.Unlock()
+		w.order = w.order[1:]
+		_ = s.f.Close()
+		path := filepath.Join(w.cfg.Dir, segmentName(s.seq))
+		if err := os.Remove(path); err != nil {
+			w.log.Error("wal: removing segment", "segment", path, "err", err)
+			continue
+		}
+		removed = true
+		w.log.Debug("wal: removed segment", "segment", path)
+	}
+	if removed && !w.cfg.NoSync {
+		if err := syncDir(w.cfg.Dir); err != nil {
+			w.log.Error("wal: removing segments", "err", err)
+		}
+	}
+}
+
+func (w *WAL) updateGauges() {
+	var disk int64
+	for _, s := range w.order {
+		disk += max(s.size, w.cfg.SegmentBytes)
+	}
+	w.segCount.Store(int64(len(w.order)))
+	w.diskBytes.Store(disk)
+}
+
+// submit hands r to the committer and waits for its outcome.
+func (w *WAL) submit(r *request) error {
+	w.mu.RLock()
+	closed, ferr := w.mu.closed, w.mu.err
+	w.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if ferr != nil {
+		return ferr
+	}
+	r.done = make(chan error, 1)
+	select {
+	case w.reqs <- r:
+	case <-w.closing:
+		return ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-w.done:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// commitLoop is the group committer: it writes every request that arrived
+// while the previous batch was being synced in one write and one
+// fdatasync. It owns the head segment and is the only writer of the index.
+func (w *WAL) commitLoop() {
+	defer close(w.done)
+	var batch []*request
+	for {
+		var first *request
+		select {
+		case first = <-w.reqs:
+		case <-w.closing:
+			for {
+				select {
+				case r := <-w.reqs:
+					w.commit([]*request{r})
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+		size := len(first.recs)
+	fill:
+		for size < w.cfg.MaxBatchBytes {
+			select {
+			case r := <-w.reqs:
+				batch = append(batch, r)
+				size += len(r.recs)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+		clear(batch)
+	}
+}
+
+func (w *WAL) commit(batch []*request) {
+	start := time.Now()
+	w.mu.RLock()
+	ferr := w.mu.err
+	w.mu.RUnlock()
+	if ferr != nil {
+		for _, r := range batch {
+			r.done <- ferr
+		}
+		return
+	}
+	buf, ops := w.buf[:0], w.ops[:0]
+	clear(w.pending)
+	entries := 0
+	for _, r := range batch {
+		if r.del {
+			buf = appendDelete(buf, r.group, r.min, r.max)
+			ops = append(ops, op{kind: kindDelete, group: r.group, min: r.min, max: r.max})
+			continue
+		}
+		// Entries replace any at or after their first index: if there may
+		// be some, a delete record says so first.
+		upper := w.pending[r.group]
+		if g := w.mu.groups[r.group]; g != nil {
+			upper = max(upper, g.last())
+		}
+		if r.first <= upper {
+			buf = appendDelete(buf, r.group, r.first, math.MaxUint64)
+			ops = append(ops, op{kind: kindDelete, group: r.group, min: r.first, max: math.MaxUint64})
+		}
+		base := uint32(len(buf))
+		buf = append(buf, r.recs...)
+		for _, s := range r.spans {
+			ops = append(ops, op{kind: kindEntry, group: r.group, index: s.index, l: loc{off: base + s.off, n: s.n}})
+		}
+		entries += len(r.spans)
+		w.pending[r.group] = max(w.pending[r.group], r.last)
+	}
+	w.buf, w.ops = buf, ops
+
+	var reloc []byte
+	var relocOps []op
+	head := w.order[len(w.order)-1]
+	if head.size > segHeaderLen && head.size+int64(len(buf)) > w.cfg.SegmentBytes {
+		var err error
+		if reloc, relocOps, err = w.roll(); err != nil {
+			w.fail(err, batch)
+			return
+		}
+		head = w.order[len(w.order)-1]
+	}
+	if head.size+int64(len(reloc)+len(buf)) > math.MaxUint32 {
+		w.fail(errors.New("wal: segment would exceed 4 GiB"), batch)
+		return
+	}
+	off := head.size
+	var err error
+	if len(reloc) > 0 {
+		_, err = head.f.WriteAt(reloc, off)
+	}
+	if err == nil {
+		_, err = head.f.WriteAt(buf, off+int64(len(reloc)))
+	}
+	if err == nil && !w.cfg.NoSync {
+		fs := time.Now()
+		err = datasync(head.f)
+		w.m.fsyncSeconds.Observe(time.Since(fs).Seconds())
+	}
+	if err != nil {
+		w.fail(fmt.Errorf("wal: write: %w", err), batch)
+		return
+	}
+	w.mu.Lock()
+	for _, o := range relocOps {
+		o.l.seg, o.l.off = head.seq, o.l.off+uint32(off)
+		w.apply(o)
+	}
+	for _, o := range ops {
+		if o.kind == kindEntry {
+			o.l.seg, o.l.off = head.seq, o.l.off+uint32(off)+uint32(len(reloc))
+		}
+		w.apply(o)
+	}
+	w.mu.Unlock()
+	head.size = off + int64(len(reloc)+len(buf))
+	w.removeDead()
+	w.updateGauges()
+	for _, r := range batch {
+		r.done <- nil
+	}
+	w.m.observeBatch(entries, len(buf), time.Since(start))
+}
+
+// fail makes a write failure permanent: after a failed write or fdatasync
+// the file's state is unknown, so the WAL refuses every later write and
+// the node must restart (and recover from what is on disk).
+func (w *WAL) fail(err error, batch []*request) {
+	w.log.Error("wal: write failed; refusing further writes", "err", err)
+	w.mu.Lock()
+	if w.mu.err == nil {
+		w.mu.err = err
+	}
+	w.mu.Unlock()
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+// roll starts a new head segment. When there are more than MaxSegments
+// segments, it also returns the records of the oldest segment's live
+// entries (relocated into the new head, so that the oldest can go) and the
+// ops that point the index at their copies (offsets relative to the start
+// of the returned records). Committer only.
+func (w *WAL) roll() ([]byte, []op, error) {
+	prev := w.order[len(w.order)-1]
+	s, err := w.createSegment(prev.seq + 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.mu.Lock()
+	w.mu.segs[s.seq] = s
+	w.mu.Unlock()
+	w.order = append(w.order, s)
+	if len(w.order) <= w.cfg.MaxSegments || w.order[0].live == 0 {
+		return nil, nil, nil
+	}
+	old := w.order[0]
+	var buf []byte
+	var ops []op
+	var rerr error
+	names := make([]string, 0, len(w.mu.groups))
+	for name := range w.mu.groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w.mu.groups[name].each(func(i uint64, l loc) {
+			if l.seg != old.seq || rerr != nil {
+				return
+			}
+			start := len(buf)
+			buf = append(buf, make([]byte, l.n)...)
+			if _, err := old.f.ReadAt(buf[start:], int64(l.off)); err != nil {
+				rerr = fmt.Errorf("wal: relocating %s/%d: %w", name, i, err)
+				return
+			}
+			if n, st := checkFrame(buf[start:]); st != frameOK || n != int(l.n) {
+				rerr = fmt.Errorf("%w: relocating %s/%d from segment %d", ErrCorrupt, name, i, old.seq)
+				return
+			}
+			ops = append(ops, op{kind: kindEntry, group: name, index: i, l: loc{off: uint32(start), n: l.n}})
+		})
+	}
+	if rerr != nil {
+		return nil, nil, rerr
+	}
+	w.m.relocatedBytes.Add(float64(len(buf)))
+	w.log.Info("wal: relocating live entries of the oldest segment", "segment", old.seq, "entries", len(ops), "bytes", len(buf))
+	return buf, ops, nil
+}
+
+// Close waits for queued writes, stops the committer and closes the files.
+func (w *WAL) Close() error {
+	first := false
+	w.closeOnce.Do(func() {
+		first = true
+		close(w.closing)
+		<-w.done
+		w.mu.Lock()
+		w.mu.closed = true
+		w.mu.Unlock()
+		w.closeFiles()
+	})
+	if !first {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (w *WAL) closeFiles() {
+	for _, s := range w.mu.segs {
+		_ = s.f.Close()
+	}
+}
+
+// Created reports whether Open created the WAL's directory (a new log).
+func (w *WAL) Created() bool { return w.created }
+
+// Groups returns the names of the groups that have entries, sorted.
+func (w *WAL) Groups() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	out := make([]string, 0, len(w.mu.groups))
+	for name := range w.mu.groups {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Drop deletes every entry of group. Used when a replica leaves the node.
+func (w *WAL) Drop(group string) error {
+	return w.submit(&request{group: group, del: true, min: 0, max: math.MaxUint64})
+}
+
+// Log returns the raft.LogStore of group.
+func (w *WAL) Log(group string) *Log { return &Log{w: w, group: group} }
+
+// Log is one raft group's log in the WAL. It implements raft.LogStore.
+type Log struct {
+	w     *WAL
+	group string
+}
+
+var _ raft.LogStore = (*Log)(nil)
+
+// FirstIndex implements raft.LogStore.
+func (l *Log) FirstIndex() (uint64, error) {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	if l.w.mu.closed {
+		return 0, ErrClosed
+	}
+	if g := l.w.mu.groups[l.group]; g != nil {
+		return g.first(), nil
+	}
+	return 0, nil
+}
+
+// LastIndex implements raft.LogStore.
+func (l *Log) LastIndex() (uint64, error) {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	if l.w.mu.closed {
+		return 0, ErrClosed
+	}
+	if g := l.w.mu.groups[l.group]; g != nil {
+		return g.last(), nil
+	}
+	return 0, nil
+}
+
+// GetLog implements raft.LogStore. It reads the entry's record from its
+// segment file and checks it.
+func (l *Log) GetLog(index uint64, out *raft.Log) error {
+	buf, seg, at, err := l.read(index)
+	if err != nil {
+		return err
+	}
+	n, st := checkFrame(buf)
+	if st != frameOK || n != len(buf) {
+		return fmt.Errorf("%w: %s/%d in segment %d at offset %d", ErrCorrupt, l.group, index, seg, at)
+	}
+	rec, err := decodeRecord(buf[headerLen:], out)
+	if err != nil || rec.kind != kindEntry || rec.group != l.group || rec.index != index {
+		return fmt.Errorf("%w: %s/%d in segment %d at offset %d holds another record", ErrCorrupt, l.group, index, seg, at)
+	}
+	return nil
+}
+
+func (l *Log) read(index uint64) (buf []byte, seg uint32, off uint32, err error) {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	if l.w.mu.closed {
+		return nil, 0, 0, ErrClosed
+	}
+	g := l.w.mu.groups[l.group]
+	if g == nil {
+		return nil, 0, 0, raft.ErrLogNotFound
+	}
+	lc, ok := g.get(index)
+	if !ok {
+		return nil, 0, 0, raft.ErrLogNotFound
+	}
+	s := l.w.mu.segs[lc.seg]
+	buf = make([]byte, lc.n)
+	if _, err := s.f.ReadAt(buf, int64(lc.off)); err != nil {
+		return nil, 0, 0, fmt.Errorf("wal: read %s/%d: %w", l.group, index, err)
+	}
+	return buf, lc.seg, lc.off, nil
+}
+
+// StoreLog implements raft.LogStore.
+func (l *Log) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+// StoreLogs implements raft.LogStore. It returns once the entries are
+// durable. Entries replace any existing ones at or after the first index.
+func (l *Log) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	r := &request{group: l.group, first: logs[0].Index, last: logs[len(logs)-1].Index, spans: make([]span, len(logs))}
+	size := 0
+	for _, e := range logs {
+		size += 48 + len(l.group) + len(e.Data) + len(e.Extensions)
+	}
+	r.recs = make([]byte, 0, size)
+	for k, e := range logs {
+		if k > 0 && e.Index <= logs[k-1].Index {
+			return fmt.Errorf("%w: %d after %d", ErrOrder, e.Index, logs[k-1].Index)
+		}
+		start := len(r.recs)
+		r.recs = appendEntry(r.recs, l.group, e)
+		r.spans[k] = span{index: e.Index, off: uint32(start), n: uint32(len(r.recs) - start)}
+	}
+	return l.w.submit(r)
+}
+
+// DeleteRange implements raft.LogStore. The deletion is durable when it
+// returns.
+func (l *Log) DeleteRange(min, max uint64) error {
+	if min > max {
+		return nil
+	}
+	return l.w.submit(&request{group: l.group, del: true, min: min, max: max})
+}
