@@ -147,8 +147,8 @@ func TestRunThreeNodes(t *testing.T) {
 		}
 	}
 	// Commits are summed over the nodes: every replica commits each put.
-	if s := rep.Results[0].Server; s == nil || s.Commits == 0 || len(s.DBs) != 6 {
-		t.Errorf("put phase server stats = %+v, want storage commits of 3 nodes × 2 databases", s)
+	if s := rep.Results[0].Server; s == nil || s.Commits == 0 || len(s.DBs) != 9 {
+		t.Errorf("put phase server stats = %+v, want storage commits of 3 nodes × (raft.db, state.db, wal)", s)
 	} else if s.ForwardsPerOp <= 0 {
 		t.Errorf("put phase: %.2f forwards per request, want > 0 (client 1 is on a follower)", s.ForwardsPerOp)
 	}

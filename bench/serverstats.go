@@ -144,6 +144,17 @@ func gatherTotals(gs []NodeGatherer) (t metricTotals, ok bool) {
 			d.batchCount, d.batchSum = d.batchCount+c, d.batchSum+s
 			t.dbs[[2]string{g.Node, db}] = d
 		})
+		// The raft log's write-ahead log (docs/adr/008), reported as db "wal".
+		histByLabel(fams, "causeway_wal_commit_seconds", "", func(_ string, c uint64, s float64) {
+			d := t.dbs[[2]string{g.Node, "wal"}]
+			d.commitCount, d.commitSum = d.commitCount+c, d.commitSum+s
+			t.dbs[[2]string{g.Node, "wal"}] = d
+		})
+		histByLabel(fams, "causeway_wal_batch_entries", "", func(_ string, c uint64, s float64) {
+			d := t.dbs[[2]string{g.Node, "wal"}]
+			d.batchCount, d.batchSum = d.batchCount+c, d.batchSum+s
+			t.dbs[[2]string{g.Node, "wal"}] = d
+		})
 		c, sum := histTotals(fams, "causeway_shard_apply_seconds")
 		t.proposeCount, t.proposeSum = t.proposeCount+float64(c), t.proposeSum+sum
 		t.requests += counterTotal(fams, "causeway_rpc_requests_total")

@@ -62,8 +62,8 @@ func OpenRaftLogs(db *DB, w *wal.WAL, logger *slog.Logger) (*RaftLogs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if moved && w.Created() {
-		return nil, fmt.Errorf("%w: %s says the raft logs are in the write-ahead log, which did not exist; refusing to start without them",
+	if moved && w.Fresh() {
+		return nil, fmt.Errorf("%w: %s says the raft logs are in the write-ahead log, which is missing; refusing to start without them",
 			ErrMissingLog, db.Path())
 	}
 	r := &RaftLogs{db: db, wal: w}

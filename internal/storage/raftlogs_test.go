@@ -147,9 +147,33 @@ func TestRaftLogsStoreAndDrop(t *testing.T) {
 // BenchmarkRaftLogAppend compares raft log appends of one 256-byte entry
 // in the write-ahead log and in raft.db (bbolt), with 1 and 16 groups
 // appending concurrently, with fsync on. "fdatasync" is the floor: one
-// 4 KiB write and fdatasync per operation on a preallocated file in the
-// same directory.
+// 512-byte write at increasing offsets of a zero-filled file and one
+// fdatasync per operation, in the same directory.
 func BenchmarkRaftLogAppend(b *testing.B) {
+	b.Run("fdatasync", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "f"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		// Zero-filled first, so that only data is flushed.
+		if _, err := f.Write(make([]byte, 64<<20)); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, 512)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := f.WriteAt(buf, int64(i%(128<<10))*512); err != nil {
+				b.Fatal(err)
+			}
+			if err := fdatasync(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("wal/writers=%d", writers), func(b *testing.B) {
 			w := openWAL(b, filepath.Join(b.TempDir(), "wal"), false)
@@ -170,32 +194,6 @@ func BenchmarkRaftLogAppend(b *testing.B) {
 			benchAppend(b, stores)
 		})
 	}
-	b.Run("fdatasync", func(b *testing.B) {
-		f, err := os.Create(filepath.Join(b.TempDir(), "f"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		buf := make([]byte, 4096)
-		// Zero-filled first, so that only data is flushed.
-		for off := int64(0); off < 64<<20; off += int64(len(buf)) {
-			if _, err := f.WriteAt(buf, off); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, err := f.WriteAt(buf, int64(i%(16<<10))*4096); err != nil {
-				b.Fatal(err)
-			}
-			if err := fdatasync(f); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }
 
 // benchAppend appends b.N entries spread over stores, one goroutine per

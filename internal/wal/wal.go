@@ -103,7 +103,7 @@ type WAL struct {
 	pending map[string]uint64
 
 	segCount, diskBytes atomic.Int64
-	created             bool // Open created the directory
+	fresh               bool // Open found no segment
 
 	reqs      chan *request
 	closing   chan struct{}
@@ -191,7 +191,6 @@ func (w *WAL) recover() error {
 		if err := syncDir(filepath.Dir(w.cfg.Dir)); err != nil {
 			return err
 		}
-		w.created = true
 	}
 	entries, err := os.ReadDir(w.cfg.Dir)
 	if err != nil {
@@ -207,6 +206,7 @@ func (w *WAL) recover() error {
 		seqs = append(seqs, uint32(seq))
 	}
 	slices.Sort(seqs)
+	w.fresh = len(seqs) == 0
 	next := uint32(1)
 	for k, seq := range seqs {
 		last := k == len(seqs)-1
@@ -717,8 +717,9 @@ func (w *WAL) closeFiles() {
 	}
 }
 
-// Created reports whether Open created the WAL's directory (a new log).
-func (w *WAL) Created() bool { return w.created }
+// Fresh reports whether Open found no segment file: a new, empty log.
+// (Once used, a WAL always keeps at least its head segment.)
+func (w *WAL) Fresh() bool { return w.fresh }
 
 // Groups returns the names of the groups that have entries, sorted.
 func (w *WAL) Groups() []string {
