@@ -23,7 +23,8 @@
 //
 // Open replays every segment. A torn or damaged record at the end of the
 // last segment is an interrupted write: it is cut off. Damage anywhere
-// else fails Open with ErrCorrupt. New records always go to a new
-// segment, never after a recovered tail. A failed write or fdatasync
+// else fails Open with ErrCorrupt. The last segment is cut right after its
+// last good record and preallocated again (zeros), so nothing stale can
+// follow the records appended next. A failed write or fdatasync
 // makes the WAL refuse further writes until it is reopened.
 package wal

@@ -153,7 +153,8 @@ type span struct {
 // Open opens the WAL in cfg.Dir, creating it if needed, and recovers the
 // index of every group by reading all segments. A damaged or torn record
 // at the end of the last segment (an interrupted write) is cut off, with a
-// warning; damage anywhere else fails with ErrCorrupt. The caller ensures
+// warning, and appends continue from there; damage anywhere else fails
+// with ErrCorrupt. The caller ensures
 // that one process at a time opens a directory.
 func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, error) {
 	if err := cfg.Validate(); err != nil {
@@ -220,14 +221,15 @@ func (w *WAL) recover() error {
 			w.mu.segs[seq] = s
 		}
 	}
-	// New records always go to a fresh segment: nothing is ever written
-	// after a recovered tail.
-	head, err := w.createSegment(next)
-	if err != nil {
-		return err
+	// Appends continue in the last segment, cut at its last good record.
+	if len(w.order) == 0 {
+		head, err := w.createSegment(next)
+		if err != nil {
+			return err
+		}
+		w.order = append(w.order, head)
+		w.mu.segs[head.seq] = head
 	}
-	w.order = append(w.order, head)
-	w.mu.segs[head.seq] = head
 	w.removeDead()
 	w.updateGauges()
 	groups := 0
@@ -276,17 +278,26 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 		return nil, fmt.Errorf("wal: reading %s: %w", path, err)
 	}
 	s.size = end
+	if tail != nil && !last {
+		_ = f.Close()
+		return nil, fmt.Errorf("%w: %s at offset %d: %v (not the end of the log; refusing to start)", ErrCorrupt, path, end, tail)
+	}
 	if tail != nil {
-		if !last {
-			_ = f.Close()
-			return nil, fmt.Errorf("%w: %s at offset %d: %v (not the end of the log; refusing to start)", ErrCorrupt, path, end, tail)
-		}
 		w.log.Warn("wal: cutting off an incomplete write at the end of the log", "segment", path, "offset", end, "reason", tail)
-		if err := f.Truncate(end); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("wal: %w", err)
+	}
+	if last {
+		// New records will follow end. Whatever the file holds after it
+		// (an interrupted write may leave intact records after a hole) is
+		// cut off, and the space preallocated again as zeros, so that
+		// nothing stale can ever follow a new record.
+		err := f.Truncate(end)
+		if err == nil {
+			err = preallocate(f, w.cfg.SegmentBytes)
 		}
-		if err := f.Sync(); err != nil {
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("wal: %w", err)
 		}

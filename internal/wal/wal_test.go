@@ -571,3 +571,53 @@ func TestWithRaftLogCache(t *testing.T) {
 	}
 	checkEntries(t, w.Log("g"), 31, 40, 1)
 }
+
+// TestNothingStaleFollowsNewRecords: an interrupted write can leave a
+// hole followed by intact records. Recovery stops at the hole; the
+// records appended next must not make the ones after it reappear.
+func TestNothingStaleFollowsNewRecords(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	w := open(t, cfg)
+	for i := uint64(1); i <= 3; i++ {
+		store(t, w.Log("g"), entries("g", i, i, 1))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segments(t, cfg.Dir)[0]
+	raw, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := len(appendEntry(nil, "g", entry("g", 1, 1)))
+	n2 := len(appendEntry(nil, "g", entry("g", 2, 1)))
+	clear(raw[segHeaderLen+n1 : segHeaderLen+n1+n2]) // record 2 never reached the disk
+	if err := os.WriteFile(seg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = open(t, cfg)
+	checkEntries(t, w.Log("g"), 1, 1, 1)
+	// Same size as the lost record 2: it ends where record 3 began.
+	store(t, w.Log("g"), entries("g", 2, 2, 2))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = open(t, cfg)
+	checkRange(t, w.Log("g"), 1, 2)
+}
+
+// TestRestartsDoNotAddSegments: appends continue in the last segment.
+func TestRestartsDoNotAddSegments(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	for i := uint64(1); i <= 20; i++ {
+		w := open(t, cfg)
+		store(t, w.Log("g"), entries("g", i, i, 1))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(segments(t, cfg.Dir)); n != 1 {
+		t.Fatalf("%d segments after 20 restarts", n)
+	}
+	checkEntries(t, open(t, cfg).Log("g"), 1, 20, 1)
+}
