@@ -44,6 +44,7 @@ type Client struct {
 	cur    atomic.Int64  // index of the endpoint calls go to
 	seq    atomic.Uint64 // last request id sequence number
 	closed atomic.Bool
+	routes *router // nil when leader routing is disabled
 
 	mu struct {
 		sync.Mutex
@@ -91,8 +92,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
 	}, cfg.DialOptions...)
+	dial := func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, dialOpts...) }
 	for _, ep := range cfg.Endpoints {
-		conn, err := grpc.NewClient(ep, dialOpts...)
+		conn, err := dial(ep)
 		if err != nil {
 			_ = c.closeConns()
 			return nil, fmt.Errorf("client: endpoint %q: %w", ep, err)
@@ -100,6 +102,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.conns = append(c.conns, conn)
 		c.kv = append(c.kv, kvv1.NewKVClient(conn))
 		c.admin = append(c.admin, adminv1.NewAdminClient(conn))
+	}
+	if !cfg.DisableLeaderRouting {
+		c.routes = newRouter(cfg.RouteRefresh, func(addr string) (kvv1.KVClient, *grpc.ClientConn, error) {
+			if i := slices.Index(c.cfg.Endpoints, addr); i >= 0 {
+				return c.kv[i], nil, nil
+			}
+			conn, err := dial(addr)
+			if err != nil {
+				return nil, nil, err
+			}
+			return kvv1.NewKVClient(conn), conn, nil
+		})
 	}
 	return c, nil
 }
@@ -115,6 +129,9 @@ func (c *Client) Close() error {
 
 func (c *Client) closeConns() error {
 	var errs []error
+	if c.routes != nil {
+		errs = c.routes.close()
+	}
 	for _, conn := range c.conns {
 		if err := conn.Close(); err != nil {
 			errs = append(errs, err)
@@ -142,7 +159,9 @@ func (c *Client) SessionToken() []byte {
 // the floors the server needs for them (see causal.Session.ForRead).
 func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader {
 	c.mu.Lock()
-	part := c.mu.session.ForRead(keyspace, keys, c.shardOf(keyspace))
+	// Without the key's shard, ForRead includes every shard floor of the
+	// keyspace (at most its shard count).
+	part := c.mu.session.ForRead(keyspace, keys, nil)
 	c.mu.Unlock()
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
 }
@@ -201,21 +220,9 @@ func (c *Client) observe(keyspace string, key []byte, v Version) {
 	if v.IsZero() {
 		return
 	}
-	sh := causal.UnknownShard
-	if shardOf := c.shardOf(keyspace); shardOf != nil {
-		if s, ok := shardOf(key); ok {
-			sh = s
-		}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.session.ObserveShard(keyspace, key, sh, v)
-}
-
-// shardOf returns the shard function of keyspace when the client knows the
-// keyspace's shard count, else nil.
-func (c *Client) shardOf(keyspace string) func([]byte) (uint32, bool) {
-	return nil
+	c.mu.session.Observe(keyspace, key, v)
 }
 
 // requestID returns a fresh request id for one mutation; every attempt of
@@ -274,6 +281,56 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		case <-t.C:
 		}
 	}
+}
+
+// routeKey names the key a call is about, for leader routing; learn
+// reports that a successful reply comes from the key's shard leader (true
+// for writes, which the server answers from the leader).
+type routeKey struct {
+	keyspace string
+	key      []byte
+	learn    bool
+}
+
+// invokeKV is invoke for a KV call about one key that the shard leader
+// serves best. Unless the call is pinned or routing is off, each attempt
+// first goes straight to the leader the routing table names; if that
+// fails in a retryable way, the attempt (and the rest of the call) goes to
+// the current endpoint instead, which forwards as needed.
+// A nil rk never routes.
+func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call func(ctx context.Context, kv kvv1.KVClient) (*kvv1.ResponseHeader, error)) error {
+	routed := c.routes != nil && o.endpoint == "" && rk != nil
+	return c.invoke(ctx, o, func(ctx context.Context, ep int) error {
+		if routed {
+			if kv, sh, _ := c.routes.leaderFor(rk.keyspace, rk.key, c.fetchRoutes); kv != nil {
+				h, err := call(ctx, kv)
+				if err == nil {
+					if rk.learn {
+						c.routes.learn(rk.keyspace, rk.key, h.GetNodeId(), c.fetchRoutes)
+					}
+					return nil
+				}
+				if retry, _ := retryable(context.Background(), err); !retry || ctx.Err() != nil {
+					return err
+				}
+				c.log.Debug("client: leader route failed; using the endpoint", "shard", sh.String(), "err", err)
+				routed = false
+				c.routes.invalidate(sh, c.fetchRoutes)
+			}
+		}
+		h, err := call(ctx, c.kv[ep])
+		if err == nil && rk != nil && rk.learn && c.routes != nil {
+			c.routes.learn(rk.keyspace, rk.key, h.GetNodeId(), c.fetchRoutes)
+		}
+		return err
+	})
+}
+
+// fetchRoutes reads the routing table from the current endpoint.
+func (c *Client) fetchRoutes(ctx context.Context) (*routeTable, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, 5*time.Second))
+	defer cancel()
+	return fetchRoutes(ctx, c.admin[c.cur.Load()], time.Now)
 }
 
 // retryable classifies a failed attempt: whether to retry it and whether

@@ -49,6 +49,18 @@ type Config struct {
 	// (for example by an earlier process). Empty starts a new session.
 	SessionToken []byte
 
+	// DisableLeaderRouting turns leader-aware routing off: writes and
+	// STRONG reads then go to the current endpoint, which forwards them to
+	// the shard leader. With routing on (the default), the client learns
+	// which node leads each shard (from the Admin API, in the background)
+	// and sends those calls straight to it, falling back to the current
+	// endpoint whenever it does not know or the leader fails.
+	DisableLeaderRouting bool
+
+	// RouteRefresh is how often the routing table is refreshed while the
+	// client is in use. Zero means the DefaultConfig value.
+	RouteRefresh time.Duration
+
 	// Logger receives debug logs (retries, failovers). Nil discards them.
 	Logger *slog.Logger
 
@@ -66,6 +78,7 @@ func DefaultConfig() Config {
 		RequestTimeout: 10 * time.Second,
 		MaxRetries:     5,
 		RetryBackoff:   50 * time.Millisecond,
+		RouteRefresh:   5 * time.Second,
 	}
 }
 
@@ -87,6 +100,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: negative RequestTimeout %v", ErrInvalidConfig, cfg.RequestTimeout)
 	case cfg.RetryBackoff < 0:
 		return fmt.Errorf("%w: negative RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoff)
+	case cfg.RouteRefresh < 0:
+		return fmt.Errorf("%w: negative RouteRefresh %v", ErrInvalidConfig, cfg.RouteRefresh)
 	case cfg.MaxRetries < 0:
 		return fmt.Errorf("%w: negative MaxRetries %d", ErrInvalidConfig, cfg.MaxRetries)
 	}
@@ -107,6 +122,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = d.RetryBackoff
+	}
+	if cfg.RouteRefresh == 0 {
+		cfg.RouteRefresh = d.RouteRefresh
 	}
 	return cfg
 }

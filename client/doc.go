@@ -2,12 +2,13 @@
 // key-value database.
 //
 // A Client talks gRPC (api/proto/kv/v1 and api/proto/admin/v1) to one node
-// at a time out of a list of endpoints, and owns three things a caller would
+// at a time out of a list of endpoints, and owns four things a caller would
 // otherwise have to get right by hand:
 //
 //   - The causal session. The client keeps the session of causal context
-//     (package internal/causal) and sends its token with every data request;
-//     it merges the token returned by every reply. Consecutive calls of one
+//     (package internal/causal) and sends with every data request the part
+//     of it the request needs (the floors of the keys it reads); it merges
+//     what every reply observed. Consecutive calls of one
 //     Client therefore form one causal session: read-your-writes, monotonic
 //     reads, monotonic writes and writes-follow-reads hold even when the
 //     calls are served by different nodes or sites. SessionToken exports the
@@ -21,6 +22,17 @@
 //     retries, so the server applies a retried mutation at most once.
 //   - Endpoint failover. When an endpoint is unavailable the client moves to
 //     the next one and stays there until that one fails in turn.
+//   - Leader routing. Writes and STRONG reads of one key are served by the
+//     leader of the key's shard. The client learns the shard leaders and the
+//     nodes' addresses from the Admin API in the background (every
+//     Config.RouteRefresh while in use, sooner when a leader fails or a
+//     write's reply names another leader) and sends those calls straight
+//     to the leader, saving the hop a node takes to forward them. Whenever
+//     it does not know the leader, or the leader fails, the call goes to
+//     the current endpoint as above. CAUSAL reads stay on the current
+//     endpoint, where any replica serves them; calls pinned with
+//     WithEndpoint are never rerouted. Config.DisableLeaderRouting turns it
+//     off.
 //
 // Errors returned by the data methods wrap the gRPC status error with the
 // operation's name ("client: put: ..."), so status.Code(err) and

@@ -28,10 +28,10 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 	o := c.options(opts)
 	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
 	var resp *kvv1.PutResponse
-	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
 		req.Header = c.writeHeader(o.keyspace)
-		resp, err = c.kv[ep].Put(ctx, req)
-		return err
+		resp, err = kv.Put(ctx, req)
+		return resp.GetHeader(), err
 	})
 	if err != nil {
 		return Version{}, fmt.Errorf("client: put: %w", err)
@@ -47,10 +47,10 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, err
 	o := c.options(opts)
 	req := &kvv1.GetRequest{Key: key, Consistency: o.protoConsistency()}
 	var resp *kvv1.GetResponse
-	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
 		req.Header = c.readHeader(o.keyspace, key)
-		resp, err = c.kv[ep].Get(ctx, req)
-		return err
+		resp, err = kv.Get(ctx, req)
+		return resp.GetHeader(), err
 	})
 	if err != nil {
 		return Item{}, fmt.Errorf("client: get: %w", err)
@@ -66,10 +66,10 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 	o := c.options(opts)
 	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
 	var resp *kvv1.DeleteResponse
-	err = c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+	err = c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
 		req.Header = c.writeHeader(o.keyspace)
-		resp, err = c.kv[ep].Delete(ctx, req)
-		return err
+		resp, err = kv.Delete(ctx, req)
+		return resp.GetHeader(), err
 	})
 	if err != nil {
 		return Version{}, false, fmt.Errorf("client: delete: %w", err)
@@ -243,10 +243,10 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 		return Version{}, fmt.Errorf("client: compare-and-swap: %w", invalidArgument("no expectation: use ExpectVersion with a non-zero version, or ExpectAbsent"))
 	}
 	var resp *kvv1.CompareAndSwapResponse
-	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
 		req.Header = c.writeHeader(o.keyspace)
-		resp, err = c.kv[ep].CompareAndSwap(ctx, req)
-		return err
+		resp, err = kv.CompareAndSwap(ctx, req)
+		return resp.GetHeader(), err
 	})
 	if err != nil {
 		if conflict := conflictFrom(err); conflict != nil {
@@ -279,10 +279,10 @@ func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Opt
 	}
 	req := &kvv1.HistoryRequest{Key: key, Limit: uint32(min(limit, 1<<32-1)), Consistency: o.protoConsistency()}
 	var resp *kvv1.HistoryResponse
-	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
 		req.Header = c.readHeader(o.keyspace, key)
-		resp, err = c.kv[ep].History(ctx, req)
-		return err
+		resp, err = kv.History(ctx, req)
+		return resp.GetHeader(), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: history: %w", err)
@@ -297,6 +297,15 @@ func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Opt
 		c.mergeReply(resp.GetHeader(), o.keyspace)
 	}
 	return out, nil
+}
+
+// strongRoute routes a STRONG read of key to its shard leader; CAUSAL
+// reads stay on the current endpoint, where any replica serves them.
+func (o callOptions) strongRoute(key []byte) *routeKey {
+	if o.consistency != Strong {
+		return nil
+	}
+	return &routeKey{o.keyspace, key, false}
 }
 
 func (c *Client) writeOptions(o callOptions) *kvv1.WriteOptions {

@@ -1,0 +1,172 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/causeway-db/causeway/client"
+)
+
+// forwarded sums causeway_rpc_forwarded_total over the live nodes.
+func forwarded(t *testing.T, c *Cluster) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range c.Live() {
+		sum += testutil.ToFloat64(metricVec(t, n.Srv.Registry(), "causeway_rpc_forwarded_total", ""))
+	}
+	return sum
+}
+
+// putBatch writes n keys (one per shard and more) and returns how many
+// requests the site forwarded meanwhile.
+func putBatch(t *testing.T, ctx context.Context, c *Cluster, cl *client.Client, prefix string, n int) float64 {
+	t.Helper()
+	before := forwarded(t, c)
+	for i := 0; i < n; i++ {
+		if _, err := cl.Put(ctx, []byte(fmt.Sprint(prefix, i)), []byte("v")); err != nil {
+			t.Fatalf("put %s%d: %v", prefix, i, err)
+		}
+	}
+	return forwarded(t, c) - before
+}
+
+// waitDirect polls until a batch of writes through cl reaches the leaders
+// without forwarding.
+func waitDirect(t *testing.T, ctx context.Context, c *Cluster, cl *client.Client, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		f := putBatch(t, ctx, c, cl, fmt.Sprint("route/", what, "/", i, "/"), 24)
+		if f == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: writes still forwarded (%v in the last batch of 24)", what, f)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitLeadersSettled polls until every live node leads some shard and no
+// leadership moved for 2 s (the site balances leadership after start).
+func waitLeadersSettled(t *testing.T, ctx context.Context, c *Cluster) {
+	t.Helper()
+	var last string
+	stable := 0
+	for stable < 10 {
+		leaders := map[string]string{}
+		spread := true
+		for _, n := range c.Live() {
+			leads := 0
+			for _, g := range n.Srv.Groups() {
+				if g.IsLeader() {
+					leads++
+					leaders[fmt.Sprint(g.ID())] = n.ID
+				}
+			}
+			spread = spread && leads > 0
+		}
+		if cur := fmt.Sprint(leaders); spread && cur == last {
+			stable++
+		} else {
+			stable, last = 0, cur
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("shard leadership never settled over the nodes")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestLeaderRouting: a leader-aware client sends writes and STRONG reads
+// straight to the shard leader, so the site forwards none of them, where a
+// client without routing has about two thirds forwarded; when leadership
+// moves (a transfer, a killed node) calls keep succeeding and the client
+// finds the new leaders.
+func TestLeaderRouting(t *testing.T) {
+	c := New(t, 3, nil)
+	ctx := ctxT(t, 3*time.Minute)
+	n1 := c.Live()[0]
+	waitLeadersSettled(t, ctx, c)
+
+	naive := newClient(t, func(cfg *client.Config) { cfg.DisableLeaderRouting = true }, n1)
+	if f := putBatch(t, ctx, c, naive, "naive/", 60); f < 20 {
+		t.Fatalf("client without routing: %v of 60 writes forwarded, want about 40", f)
+	}
+
+	routed := newClient(t, func(cfg *client.Config) {
+		cfg.RouteRefresh = 200 * time.Millisecond
+		// Enough retries to span an election after the kill below.
+		cfg.MaxRetries = 30
+	}, n1)
+	waitDirect(t, ctx, c, routed, "start")
+	before := forwarded(t, c)
+	for i := 0; i < 60; i++ {
+		k := []byte(fmt.Sprint("routed/", i))
+		if _, err := routed.Put(ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := routed.Get(ctx, k, client.WithConsistency(client.Strong)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := routed.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := forwarded(t, c) - before; f > 2 {
+		t.Fatalf("leader-aware client: %v of 180 writes and STRONG reads forwarded", f)
+	}
+	// A pinned call stays on its endpoint (which forwards).
+	before = forwarded(t, c)
+	for i := 0; i < 30; i++ {
+		if _, err := routed.Put(ctx, []byte(fmt.Sprint("pinned/", i)), []byte("v"), client.WithEndpoint(n1.Srv.ClientAddr())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := forwarded(t, c) - before; f < 5 {
+		t.Fatalf("pinned writes: %v of 30 forwarded; they bypassed the pinned endpoint", f)
+	}
+
+	// Leadership transfer: writes keep succeeding, and the client follows.
+	key := []byte("moving")
+	sh, _ := n1.Srv.Router().Shard("default", key)
+	leader, _ := leaderAndFollower(t, c, sh)
+	if err := leader.Srv.Router().Local(sh).Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := routed.Put(ctx, key, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatalf("put after leadership transfer: %v", err)
+		}
+	}
+	waitDirect(t, ctx, c, routed, "transfer")
+
+	// A killed node (not the client's endpoint): calls to the shards it led
+	// succeed once they have a new leader, and the client routes to those.
+	var victim *Node
+	for _, n := range c.Live() {
+		if n != n1 && len(n.Srv.Groups()) > 0 {
+			victim = n
+		}
+	}
+	c.Kill(victim)
+	for i := 0; i < 48; i++ {
+		k := []byte(fmt.Sprint("after-kill/", i))
+		if _, err := routed.Put(ctx, k, []byte("v")); err != nil {
+			t.Fatalf("put after killing %s: %v", victim.ID, err)
+		}
+		if _, err := routed.Get(ctx, k, client.WithConsistency(client.Strong)); err != nil {
+			t.Fatalf("strong get after killing %s: %v", victim.ID, err)
+		}
+	}
+	waitDirect(t, ctx, c, routed, "kill")
+}
