@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -620,4 +621,84 @@ func TestRestartsDoNotAddSegments(t *testing.T) {
 		t.Fatalf("%d segments after 20 restarts", n)
 	}
 	checkEntries(t, open(t, cfg).Log("g"), 1, 20, 1)
+}
+
+// TestConcurrentRollsRemovalsAndReads: writers, compactions and readers
+// of many groups run while segments roll, are removed and have their live
+// entries relocated.
+func TestConcurrentRollsRemovalsAndReads(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	w := open(t, cfg)
+	const writers, perWriter = 4, 200
+	payload := func(g int, i uint64) []byte { return bytes.Repeat([]byte{byte(g), byte(i)}, 500) }
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for g := 0; g < writers; g++ {
+		l := w.Log(fmt.Sprint("g", g))
+		wg.Add(2)
+		done := make(chan struct{})
+		go func() { // writer and compactor
+			defer wg.Done()
+			defer close(done)
+			for i := uint64(1); i <= perWriter; i++ {
+				if err := l.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: payload(g, i)}}); err != nil {
+					errs <- err
+					return
+				}
+				if i%20 == 0 {
+					if err := l.DeleteRange(0, i-10); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+		go func() { // reader
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				runtime.Gosched()
+				first, _ := l.FirstIndex()
+				last, _ := l.LastIndex()
+				if last == 0 {
+					continue
+				}
+				var out raft.Log
+				err := l.GetLog(last, &out)
+				if errors.Is(err, raft.ErrLogNotFound) {
+					continue // compacted or replaced meanwhile
+				}
+				if err != nil || !bytes.Equal(out.Data, payload(g, last)) {
+					errs <- fmt.Errorf("g%d GetLog(%d) in [%d, %d]: %v", g, last, first, last, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := len(segments(t, cfg.Dir)); n > cfg.MaxSegments+2 {
+		t.Fatalf("%d segments", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = open(t, cfg)
+	for g := 0; g < writers; g++ {
+		l := w.Log(fmt.Sprint("g", g))
+		checkRange(t, l, perWriter-9, perWriter)
+		for i := uint64(perWriter - 9); i <= perWriter; i++ {
+			var out raft.Log
+			if err := l.GetLog(i, &out); err != nil || !bytes.Equal(out.Data, payload(g, i)) {
+				t.Fatalf("g%d GetLog(%d) after reopen: %v", g, i, err)
+			}
+		}
+	}
 }
