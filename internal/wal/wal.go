@@ -232,11 +232,7 @@ func (w *WAL) recover() error {
 	}
 	w.removeDead()
 	w.updateGauges()
-	groups := 0
-	for range w.mu.groups {
-		groups++
-	}
-	w.log.Info("wal opened", "dir", w.cfg.Dir, "segments", len(w.order), "groups", groups)
+	w.log.Info("wal opened", "dir", w.cfg.Dir, "segments", len(w.order), "groups", len(w.mu.groups))
 	return nil
 }
 
