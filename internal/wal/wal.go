@@ -437,29 +437,32 @@ func (w *WAL) apply(o op) {
 }
 
 // removeDead removes the oldest segments while no live entry is in them.
-// Only a prefix of the log is ever removed: a delete record must outlive
-// every older record whose entries it deleted. Committer only.
+// Only a prefix of the log is ever removed, one segment at a time with a
+// directory sync after each, so that after a crash the removed segments
+// are still a prefix: a delete record must outlive every older record
+// whose entries it deleted. Committer only.
 func (w *WAL) removeDead() {
-	removed := false
 	for len(w.order) > 1 && w.order[0].live == 0 {
 		s := w.order[0]
+		path := filepath.Join(w.cfg.Dir, segmentName(s.seq))
+		err := os.Remove(path)
+		if errors.Is(err, os.ErrNotExist) { // removed, but the sync failed
+			err = nil
+		}
+		if err == nil && !w.cfg.NoSync {
+			err = syncDir(w.cfg.Dir)
+		}
+		if err != nil {
+			// Retried after the next commit.
+			w.log.Error("wal: removing segment", "segment", path, "err", err)
+			return
+		}
 		w.mu.Lock()
 		delete(w.mu.segs, s.seq)
 		w.mu.Unlock()
 		w.order = w.order[1:]
 		_ = s.f.Close()
-		path := filepath.Join(w.cfg.Dir, segmentName(s.seq))
-		if err := os.Remove(path); err != nil {
-			w.log.Error("wal: removing segment", "segment", path, "err", err)
-			continue
-		}
-		removed = true
 		w.log.Debug("wal: removed segment", "segment", path)
-	}
-	if removed && !w.cfg.NoSync {
-		if err := syncDir(w.cfg.Dir); err != nil {
-			w.log.Error("wal: removing segments", "err", err)
-		}
 	}
 }
 
@@ -591,7 +594,10 @@ func (w *WAL) commit(batch []*request) {
 		head = w.order[len(w.order)-1]
 	}
 	if head.size+int64(len(reloc)+len(buf)) > math.MaxUint32 {
-		w.fail(errors.New("wal: segment would exceed 4 GiB"), batch)
+		// Nothing was written; only a single request of gigabytes gets here.
+		for _, r := range batch {
+			r.done <- errors.New("wal: batch too large for a segment")
+		}
 		return
 	}
 	off := head.size
