@@ -16,13 +16,14 @@ func datasync(f *os.File) error {
 	}
 }
 
-// preallocate reserves size bytes for f, so that appends do not change
-// the file size (and fdatasync has no size to journal). Where the file
-// system cannot, the file is extended with a hole instead.
+// preallocate reserves the first size bytes of f (never shrinking it), so
+// that appends do not change the file size (and fdatasync has no size to
+// journal). Where the file system cannot, the file is extended with a hole
+// instead.
 func preallocate(f *os.File, size int64) error {
 	err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
 	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
-		return f.Truncate(size)
+		return extend(f, size)
 	}
 	return err
 }

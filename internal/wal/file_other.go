@@ -6,4 +6,4 @@ import "os"
 
 func datasync(f *os.File) error { return f.Sync() }
 
-func preallocate(f *os.File, size int64) error { return f.Truncate(size) }
+func preallocate(f *os.File, size int64) error { return extend(f, size) }

@@ -702,3 +702,36 @@ func TestConcurrentRollsRemovalsAndReads(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordLargerThanASegment: a batch larger than a segment gets a
+// segment of its own, which survives reopening.
+func TestRecordLargerThanASegment(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	w := open(t, cfg)
+	big := entry("g", 2, 1)
+	big.Data = bytes.Repeat([]byte("x"), int(3*cfg.SegmentBytes))
+	store(t, w.Log("g"), entries("g", 1, 1, 1))
+	store(t, w.Log("g"), []*raft.Log{big})
+	check := func(w *WAL) {
+		t.Helper()
+		var out raft.Log
+		if err := w.Log("g").GetLog(2, &out); err != nil || !equalLog(&out, big) {
+			t.Fatalf("GetLog(2): %v", err)
+		}
+	}
+	check(w)
+	for i := 0; i < 2; i++ {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w = open(t, cfg)
+		check(w)
+	}
+	store(t, w.Log("g"), entries("g", 3, 3, 1))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = open(t, cfg)
+	check(w)
+	checkRange(t, w.Log("g"), 1, 3)
+}
