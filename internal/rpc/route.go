@@ -143,17 +143,29 @@ func retryBefore(ctx context.Context, deadline time.Time) bool {
 // leader, else on another replica.
 func (s *KV) readTarget(ctx context.Context, c *call, sh placement.Shard, key []byte, cons kvv1.Consistency) (*shard.Group, string, error) {
 	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
-		g, addr, err := s.leaderTarget(ctx, sh)
-		if err == nil && g != nil {
-			err = g.ReadBarrier(ctx)
-		}
-		return g, addr, err
+		return s.strongTarget(ctx, sh)
 	}
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", ErrRoutingLoop
 	}
 	floor, fallback := c.session.ReadFloor(c.keyspace, key, sh.ID)
 	return s.causalTarget(ctx, sh, floor, fallback)
+}
+
+// strongTarget returns the leader of sh, here after a read barrier, or
+// its address. A leadership change under the barrier (an election, a
+// transfer) is retried until LeaderWait, like a write.
+func (s *KV) strongTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	for {
+		g, addr, err := s.leaderTarget(ctx, sh)
+		if err == nil && g != nil {
+			err = g.ReadBarrier(ctx)
+		}
+		if !(errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) || !retryBefore(ctx, deadline) {
+			return g, addr, err
+		}
+	}
 }
 
 // causalTarget serves a CAUSAL read that needs the replica to have applied
@@ -192,25 +204,32 @@ func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint
 			return nil, g.LeaderAddr(), nil
 		}
 	}
-	wait := s.cfg.CausalWait
-	if !g.IsLeader() {
-		wait = s.cfg.FollowerWait
+	// A follower that knows no leader (an election is under way) waits for
+	// one, up to LeaderWait, rather than fail the read.
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	for {
+		wait := s.cfg.CausalWait
+		if !g.IsLeader() {
+			wait = s.cfg.FollowerWait
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		err := g.WaitHLC(wctx, floorHLC)
+		cancel()
+		switch {
+		case err == nil:
+			s.metrics.followerRead(g.IsLeader())
+			return g, "", nil
+		case ctx.Err() != nil:
+			return nil, "", ctx.Err()
+		case !g.IsLeader() && g.LeaderAddr() != "":
+			s.metrics.floorWaits.Inc()
+			s.metrics.forwarded.Inc()
+			return nil, g.LeaderAddr(), nil
+		case !g.IsLeader() && retryBefore(ctx, deadline):
+			continue
+		}
+		return nil, "", fmt.Errorf("%w: %s needs HLC %d", ErrCausalWait, sh, floorHLC)
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	err := g.WaitHLC(wctx, floorHLC)
-	switch {
-	case err == nil:
-		s.metrics.followerRead(g.IsLeader())
-		return g, "", nil
-	case ctx.Err() != nil:
-		return nil, "", ctx.Err()
-	case !g.IsLeader() && g.LeaderAddr() != "":
-		s.metrics.floorWaits.Inc()
-		s.metrics.forwarded.Inc()
-		return nil, g.LeaderAddr(), nil
-	}
-	return nil, "", fmt.Errorf("%w: %s needs HLC %d", ErrCausalWait, sh, floorHLC)
 }
 
 // appliedHLC reports whether g has already applied hlc, without waiting.
@@ -265,10 +284,7 @@ func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scan
 	var err error
 	strong := cons == kvv1.Consistency_CONSISTENCY_STRONG
 	if strong {
-		g, addr, err = s.leaderTarget(ctx, sh)
-		if err == nil && g != nil {
-			err = g.ReadBarrier(ctx)
-		}
+		g, addr, err = s.strongTarget(ctx, sh)
 	} else {
 		// The replica must have applied the shard's floor and the floors of
 		// the keys of this shard inside the range.
@@ -280,10 +296,7 @@ func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scan
 			// A shard scan on another node carries no floor: read it on
 			// the leader after a read barrier, which is at least as new.
 			strong = true
-			g, addr, err = s.leaderTarget(ctx, sh)
-			if err == nil && g != nil {
-				err = g.ReadBarrier(ctx)
-			}
+			g, addr, err = s.strongTarget(ctx, sh)
 		} else {
 			g, addr, err = s.causalTarget(ctx, sh, floor, fallback)
 		}
