@@ -49,6 +49,7 @@ type Client struct {
 	mu struct {
 		sync.Mutex
 		session *causal.Session
+		readTok readTokCache
 	}
 }
 
@@ -159,11 +160,39 @@ func (c *Client) SessionToken() []byte {
 // the floors the server needs for them (see causal.Session.ForRead).
 func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	sess := c.mu.session
+	// Keys without a floor of their own all get the same part (MaxHLC,
+	// Fallback, every shard floor of the keyspace): reuse its encoding
+	// while none of those changed.
+	floorless := true
+	for _, k := range keys {
+		if sess.HasKeyFloor(keyspace, k) {
+			floorless = false
+			break
+		}
+	}
+	rc := &c.mu.readTok
+	if floorless && rc.tok != nil && rc.keyspace == keyspace && rc.gen == sess.ShardGeneration() &&
+		rc.maxHLC == sess.MaxHLC && rc.fallback == sess.Fallback {
+		return &kvv1.RequestHeader{Keyspace: keyspace, Session: rc.tok}
+	}
 	// Without the key's shard, ForRead includes every shard floor of the
 	// keyspace (at most its shard count).
-	part := c.mu.session.ForRead(keyspace, keys, nil)
-	c.mu.Unlock()
-	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
+	tok := sess.ForRead(keyspace, keys, nil).Encode()
+	if floorless {
+		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, fallback: sess.Fallback, tok: tok}
+	}
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: tok}
+}
+
+// readTokCache is the encoded read part of the session for keys without
+// a key floor; the token bytes are shared by requests and never modified.
+type readTokCache struct {
+	keyspace         string
+	gen              uint64
+	maxHLC, fallback uint64
+	tok              []byte
 }
 
 // scanHeader returns the request header of a scan of [start, end).

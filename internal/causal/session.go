@@ -60,6 +60,8 @@ type Session struct {
 	shards map[ShardRef]uint64
 
 	scratch []trimEntry // reused by trim
+
+	shardGen uint64 // counts changes of shards
 }
 
 // ShardRef names one shard of a keyspace.
@@ -167,6 +169,18 @@ func (s *Session) raiseShard(r ShardRef, hlc uint64) {
 		s.shards = make(map[ShardRef]uint64)
 	}
 	s.shards[r] = hlc
+	s.shardGen++
+}
+
+// ShardGeneration changes whenever a shard floor is raised or dropped. With
+// MaxHLC and Fallback it identifies the part ForRead returns for keys
+// without a key floor, so callers may cache its encoding.
+func (s *Session) ShardGeneration() uint64 { return s.shardGen }
+
+// HasKeyFloor reports whether the session holds a floor of its own for key.
+func (s *Session) HasKeyFloor(keyspace string, key []byte) bool {
+	_, ok := s.keys[FloorKey(keyspace, key)]
+	return ok
 }
 
 // shardFloor is the floor of shard r: its own, or Fallback.
@@ -320,6 +334,7 @@ func (s *Session) trimShards() {
 	slices.SortFunc(all, func(a, b e) int { return cmp.Compare(a.f, b.f) })
 	for _, x := range all[:len(all)-MaxShardFloors*3/4] {
 		delete(s.shards, x.r)
+		s.shardGen++
 		if x.f > s.Fallback {
 			s.Fallback = x.f
 		}
