@@ -57,11 +57,11 @@ const fsyncBlock = 4096
 // dir and forces each to disk (fdatasync on Linux, fsync elsewhere), n
 // times or until maxDur has passed. The file is removed afterwards.
 func Fsync(dir string, n int, maxDur time.Duration) (Result, error) {
-	res := Result{Method: "4 KiB write at increasing offsets + " + syncMethod, Dir: dir}
+	res := Result{Method: "4 KiB write at increasing offsets + " + SyncMethod, Dir: dir}
 	if n < 1 {
 		return res, fmt.Errorf("fsync probe: n must be positive")
 	}
-	f, err := os.CreateTemp(dir, ".ycsb-fsync-*")
+	f, err := os.CreateTemp(dir, ".fsync-probe-*")
 	if err != nil {
 		return res, fmt.Errorf("fsync probe: %w", err)
 	}
@@ -84,7 +84,7 @@ func Fsync(dir string, n int, maxDur time.Duration) (Result, error) {
 			return res, fmt.Errorf("fsync probe: write: %w", err)
 		}
 		if err := datasync(f); err != nil {
-			return res, fmt.Errorf("fsync probe: %s: %w", syncMethod, err)
+			return res, fmt.Errorf("fsync probe: %s: %w", SyncMethod, err)
 		}
 		record(h, time.Since(start))
 	}

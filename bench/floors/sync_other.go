@@ -4,6 +4,7 @@ package floors
 
 import "os"
 
-const syncMethod = "fsync"
+// SyncMethod names the call that forces a write to disk on this platform.
+const SyncMethod = "fsync"
 
 func datasync(f *os.File) error { return f.Sync() }
