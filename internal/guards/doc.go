@@ -1,0 +1,56 @@
+// Package guards holds the test-only switches that turn off one safety
+// mechanism at a time, so that a test can show the mechanism is needed:
+// with the guard off, the production code path must produce a violation
+// that a checker reports (docs/testing.md lists each guard with the test
+// that catches it).
+//
+// In a normal build every guard is on and Off is a constant false, so the
+// checks compile away. Only a build with the causeway_guards tag can turn
+// a guard off, through the CAUSEWAY_GUARDS_OFF environment variable (a
+// comma-separated list of guard names, read once at start):
+//
+//	CAUSEWAY_GUARDS_OFF=read-barrier go test -tags causeway_guards -run TestX ./internal/clustertest
+//
+// scripts/bites.sh runs each guard's catching tests that way and fails if
+// any of them passes.
+package guards
+
+// Guard names one safety mechanism.
+type Guard int
+
+// The guards.
+const (
+	// ReadBarrier is the leader's leadership confirmation before a STRONG
+	// read (shard.Group.ReadBarrier).
+	ReadBarrier Guard = iota + 1
+	// FloorWait is a replica's wait until it has applied the session's
+	// floor before it serves a CAUSAL read (shard.Group.WaitHLC).
+	FloorWait
+	// WALSync is the fdatasync of the raft write-ahead log.
+	WALSync
+	// SnapshotSync is the fsync of raft snapshot files and their
+	// directories.
+	SnapshotSync
+)
+
+var names = map[Guard]string{
+	ReadBarrier:  "read-barrier",
+	FloorWait:    "floor-wait",
+	WALSync:      "wal-sync",
+	SnapshotSync: "snapshot-sync",
+}
+
+// String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
+func (g Guard) String() string {
+	if n, ok := names[g]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// All returns every guard.
+func All() []Guard { return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync} }
+
+// EnvVar is the environment variable that lists the guards to turn off in
+// a causeway_guards build.
+const EnvVar = "CAUSEWAY_GUARDS_OFF"
