@@ -4,7 +4,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 GOBIN := $(shell $(GO) env GOPATH)/bin
 PROTOS := $(shell find api/proto -name '*.proto')
 
-.PHONY: all build run test test-short fuzz vet fmt proto proto-tools bench docker clean
+.PHONY: all build run test test-short fuzz bites vet fmt proto proto-tools bench docker clean
 
 all: build
 
@@ -25,6 +25,10 @@ test: vet
 FUZZTIME ?= 3s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+## bites: turns off each safety guard in turn (causeway_guards build tag) and checks that its tests fail.
+bites:
+	GO=$(GO) scripts/bites.sh
 
 vet:
 	$(GO) vet ./...

@@ -346,8 +346,17 @@ func (c *Catalog) leaderLoop() {
 		if !c.IsLeader() {
 			continue
 		}
+		// A round in flight ends when the catalog closes, so that Close
+		// (and the node's shutdown) does not wait out StepTimeout.
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StepTimeout)
-		if err := c.lead(ctx); err != nil && !errors.Is(err, ErrNotLeader) {
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := c.lead(ctx); err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() != context.Canceled {
 			c.log.Warn("catalog leader round", "err", err)
 		}
 		cancel()

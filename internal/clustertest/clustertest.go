@@ -20,6 +20,7 @@ import (
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/server"
 )
@@ -42,7 +43,11 @@ type Cluster struct {
 	mu     sync.Mutex
 	Nodes  []*Node
 	Mutate func(*server.Config) // applied to every node's config
-	next   int
+	// Net carries every node's traffic to the other nodes: its rules
+	// partition, delay and drop it (see Partition, Isolate, Cut, Delay,
+	// Heal).
+	Net  *faultnet.Net
+	next int
 }
 
 // Config returns the fast test configuration of node id.
@@ -75,7 +80,7 @@ func logger() *slog.Logger {
 // New starts a site of n nodes (the first bootstraps, the others join it)
 // and waits until its placement has settled.
 func New(t testing.TB, n int, mutate func(*server.Config)) *Cluster {
-	c := &Cluster{t: t, Mutate: mutate}
+	c := &Cluster{t: t, Mutate: mutate, Net: faultnet.New(faultnet.DefaultConfig(1))}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		c.Add()
@@ -100,6 +105,7 @@ func (c *Cluster) Add() *Node {
 	c.mu.Unlock()
 	cfg := Config(c.t.TempDir(), id)
 	cfg.Join = join
+	cfg.Faults = c.Net
 	if c.Mutate != nil {
 		c.Mutate(&cfg)
 	}
@@ -178,8 +184,54 @@ func (c *Cluster) Kill(n *Node) {
 	n.Srv.Kill()
 }
 
-// Close stops every node.
+// Endpoint returns n's endpoint in Net.
+func (n *Node) Endpoint() faultnet.Endpoint {
+	return faultnet.Endpoint{Site: n.Cfg.Site, Node: n.ID}
+}
+
+// Partition cuts every link between the nodes of a and the nodes of b,
+// both directions. Clients still reach every node.
+func (c *Cluster) Partition(a, b []*Node) {
+	for _, x := range a {
+		for _, y := range b {
+			c.Net.Partition(x.Endpoint(), y.Endpoint())
+		}
+	}
+}
+
+// Isolate cuts n off from every other node, both directions. Clients
+// still reach it.
+func (c *Cluster) Isolate(n *Node) {
+	var others []*Node
+	for _, o := range c.nodes() {
+		if o != n {
+			others = append(others, o)
+		}
+	}
+	c.Partition([]*Node{n}, others)
+}
+
+// Cut cuts the direction from one node to another (a one-way partition).
+func (c *Cluster) Cut(from, to *Node) { c.Net.Cut(from.Endpoint(), to.Endpoint()) }
+
+// Delay delays every message from one node to another by d plus up to
+// jitter.
+func (c *Cluster) Delay(from, to *Node, d, jitter time.Duration) {
+	c.Net.Delay(from.Endpoint(), to.Endpoint(), d, jitter)
+}
+
+// Heal clears every fault: all links are healthy again.
+func (c *Cluster) Heal() { c.Net.Heal() }
+
+func (c *Cluster) nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Node(nil), c.Nodes...)
+}
+
+// Close heals the network and stops every node.
 func (c *Cluster) Close() {
+	c.Net.Heal()
 	var wg sync.WaitGroup
 	for _, n := range c.Live() {
 		wg.Add(1)

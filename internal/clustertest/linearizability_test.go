@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,21 +111,64 @@ func definite(err error) bool {
 	return false
 }
 
+// check checks h with porcupine. When h is not linearizable it writes
+// porcupine's visualization (an HTML page) and logs its path.
 func check(t *testing.T, h *history) porcupine.CheckResult {
 	t.Helper()
-	res, _ := porcupine.CheckOperationsVerbose(kvModel.ToModel(), h.ops, 60*time.Second)
+	h.mu.Lock()
+	ops := append([]porcupine.Operation(nil), h.ops...)
+	h.mu.Unlock()
+	res, info := porcupine.CheckOperationsVerbose(kvModel.ToModel(), ops, 60*time.Second)
+	if res != porcupine.Ok {
+		dir := os.Getenv("CAUSEWAY_TEST_ARTIFACTS")
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		path := filepath.Join(dir, fmt.Sprintf("porcupine-%s-%d.html", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+		if err := porcupine.VisualizePath(kvModel.ToModel(), info, path); err != nil {
+			t.Logf("porcupine visualization: %v", err)
+		} else {
+			t.Logf("porcupine visualization of the history: %s", path)
+		}
+	}
 	return res
 }
 
-func TestLinearizablePutStrongGetCAS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long")
+// completedBetween counts the operations called in [from, to)
+// (nanoseconds since the history's start) that completed with a definite
+// outcome.
+func (h *history) completedBetween(from, to int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, op := range h.ops {
+		if op.Call >= from && op.Call < to && op.Return < 1<<62 {
+			n++
+		}
 	}
-	c := New(t, 4, nil)
-	h := &history{start: time.Now()}
-	keys := []string{"lin/a", "lin/b", "lin/c"}
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
-	defer cancel()
+	return n
+}
+
+func (h *history) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
+// leaderOf returns the live node leading the shard of key.
+func leaderOf(c *Cluster, key string) *Node {
+	sh, _ := c.Live()[0].Srv.Router().Shard("default", []byte(key))
+	for _, n := range c.Live() {
+		if g := n.Srv.Router().Local(sh); g != nil && g.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// runClients runs 6 clients issuing Put, STRONG Get and CAS on keys
+// through random live nodes until ctx ends, recording h.
+func runClients(ctx context.Context, c *Cluster, h *history, keys []string) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for client := 0; client < 6; client++ {
 		wg.Add(1)
@@ -165,29 +211,79 @@ func TestLinearizablePutStrongGetCAS(t *testing.T) {
 			}
 		}(client)
 	}
-	// Kill the node leading the first key's shard once the run is under way.
-	for {
-		h.mu.Lock()
-		n := len(h.ops)
-		h.mu.Unlock()
-		if n >= 1500 || ctx.Err() != nil {
-			break
+	return &wg
+}
+
+// waitOps polls until h holds at least n more operations than it did at
+// the call, or fails the test after d.
+func waitOps(t *testing.T, h *history, n int, d time.Duration, what string) {
+	t.Helper()
+	start, deadline := h.len(), time.Now().Add(d)
+	for h.len() < start+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: only %d operations in %v", what, h.len()-start, d)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	sh, _ := c.Live()[0].Srv.Router().Shard("default", []byte(keys[0]))
-	for _, n := range c.Live() {
-		if g := n.Srv.Router().Local(sh); g != nil && g.IsLeader() {
-			c.Kill(n)
-			t.Logf("killed %s, leader of %s", n.ID, sh)
-			break
-		}
+}
+
+// TestLinearizablePutStrongGetCAS: 6 clients run Put, STRONG Get and CAS
+// through every node while the site goes through two faults: the leader
+// of a key's shard is cut off from every other node while clients still
+// reach it (a deposed leader that is alive), then healed; then the leader
+// of a key's shard is killed. The whole history must be linearizable, and
+// enough operations must have completed, after each fault too, for the
+// check to mean something.
+func TestLinearizablePutStrongGetCAS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
 	}
+	const (
+		minOps      = 1000 // checked operations in all
+		minPerPhase = 100  // operations completed after each fault
+	)
+	c := New(t, 4, nil)
+	h := &history{start: time.Now()}
+	keys := []string{"lin/a", "lin/b", "lin/c"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wg := runClients(ctx, c, h, keys)
+	waitOps(t, h, 500, time.Minute, "before the faults")
+
+	// Fault 1: isolate the leader of keys[0]'s shard for 2 s (below the
+	// failure detector's dead time, so the site does not move replicas).
+	isolated := leaderOf(c, keys[0])
+	if isolated == nil {
+		t.Fatal("no leader for " + keys[0])
+	}
+	partitionAt := h.now()
+	c.Isolate(isolated)
+	t.Logf("isolated %s, leader of %s's shard", isolated.ID, keys[0])
+	time.Sleep(2 * time.Second) // hold the fault; the clients keep going
+	c.Heal()
+	healAt := h.now()
+	waitOps(t, h, 300, time.Minute, "after healing")
+
+	// Fault 2: kill the (new) leader of keys[1]'s shard.
+	killed := leaderOf(c, keys[1])
+	if killed == nil {
+		t.Fatal("no leader for " + keys[1])
+	}
+	killAt := h.now()
+	c.Kill(killed)
+	t.Logf("killed %s, leader of %s's shard", killed.ID, keys[1])
+	waitOps(t, h, 500, time.Minute, "after the kill")
+	cancel()
 	wg.Wait()
-	res := check(t, h)
-	t.Logf("%d operations, result %v", len(h.ops), res)
-	if res != porcupine.Ok {
-		t.Fatalf("history is not linearizable (%v)", res)
+
+	total, end := h.len(), h.now()
+	during, afterHeal, afterKill := h.completedBetween(partitionAt, healAt), h.completedBetween(healAt, killAt), h.completedBetween(killAt, end)
+	t.Logf("%d operations checked: %d completed while %s was isolated, %d after healing, %d after the kill", total, during, isolated.ID, afterHeal, afterKill)
+	if total < minOps || afterHeal < minPerPhase || afterKill < minPerPhase {
+		t.Fatalf("too few operations to mean something: %d in all (want %d), %d after healing and %d after the kill (want %d each)", total, minOps, afterHeal, afterKill, minPerPhase)
+	}
+	if res := check(t, h); res != porcupine.Ok {
+		t.Fatalf("history of %d operations is not linearizable (%v)", total, res)
 	}
 }
 

@@ -77,6 +77,10 @@ type Config struct {
 	JoinMaxBackoff time.Duration
 	// LeaveTimeout bounds Leave when its ctx has no deadline.
 	LeaveTimeout time.Duration
+
+	// WrapTransport, if set, wraps the UDP/TCP transport gossip runs on
+	// (a fault-injecting transport: internal/faultnet).
+	WrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 }
 
 // DefaultConfig returns the LAN profile for a node that binds bind and

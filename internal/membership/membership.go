@@ -87,8 +87,19 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	mc.Events = d
 	mc.Logger = log.New(logging.Writer(logger.With("component", "memberlist")), "", 0)
 	m.retention = mc.GossipToTheDeadTime
+	if cfg.WrapTransport != nil {
+		nt, err := newNetTransport(mc)
+		if err != nil {
+			m.metrics.unregister()
+			return nil, fmt.Errorf("membership: start gossip on %s: %w", cfg.BindAddr, err)
+		}
+		mc.Transport = cfg.WrapTransport(nt)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown()
+		}
 		m.metrics.unregister()
 		return nil, fmt.Errorf("membership: start gossip on %s: %w", cfg.BindAddr, err)
 	}
@@ -440,4 +451,34 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	p.since = now
 	m.emitLocked(Event{Kind: EventLeave, Member: p.member})
 	m.log.Info("membership: member "+state.String(), "member", n.Name)
+}
+
+// newNetTransport binds memberlist's own UDP/TCP transport for mc, as
+// memberlist.Create does when it is given none (retrying a port 0 bind,
+// which can collide between the two protocols), and sets mc's ports to
+// the bound one.
+func newNetTransport(mc *memberlist.Config) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: mc.Logger}
+	attempts := 1
+	if mc.BindPort == 0 {
+		attempts = 10
+	}
+	var err error
+	for range attempts {
+		var nt *memberlist.NetTransport
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			if mc.BindPort == 0 {
+				port := nt.GetAutoBindPort()
+				mc.BindPort = port
+				if mc.AdvertiseAddr == "" || mc.AdvertisePort == 0 {
+					mc.AdvertisePort = port
+				}
+			}
+			return nt, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, err
 }

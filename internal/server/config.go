@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -53,6 +54,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// NoSync disables fsync. Only for tests; never in production.
 	NoSync bool
+	// Faults, if set, injects the network faults of its rules into all
+	// traffic between nodes (tests; the simulated wide-area network).
+	Faults *faultnet.Net
 	// BootID identifies the machine's current boot; empty means read it
 	// from the kernel. (Tests set it to simulate a reboot.)
 	BootID string

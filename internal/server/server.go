@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -26,6 +27,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/host"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
@@ -128,17 +130,41 @@ func (s *Server) Start() (err error) {
 	}
 	tcfg := transport.DefaultConfig(peerAddr)
 	tcfg.MaxMsgBytes = maxMsg
+	poolOpts := []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+		// Reconnect to a peer within a second of a partition healing
+		// (gRPC's default backoff grows to two minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: tcfg.DialTimeout,
+		}),
+	}
+	var faults *faultnet.Host
+	if s.cfg.Faults != nil {
+		// Every connection and packet to another node goes through the
+		// fault layer: raft, peer RPCs, forwarded requests, gossip.
+		faults = s.cfg.Faults.Host(faultnet.Endpoint{Site: s.cfg.Site, Node: s.cfg.NodeID}, s.reg)
+		faults.Register(peerAddr)
+		tcfg.Dial = faults.Dial
+		poolOpts = append(poolOpts, grpc.WithContextDialer(faults.Dial))
+	}
 	if s.network, err = transport.New(tcfg, s.log, s.reg); err != nil {
 		return err
 	}
 	s.peer = grpc.NewServer(append(tcfg.ServerOptions(), grpc.ChainUnaryInterceptor(s.recoverUnary))...)
 	s.network.Register(s.peer)
-	s.pool = peer.NewPool(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)))
+	s.pool = peer.NewPool(poolOpts...)
 
 	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr})
 	mcfg.Profile = s.cfg.GossipProfile
+	if faults != nil {
+		mcfg.WrapTransport = faults.Transport
+	}
 	if s.members, err = membership.New(mcfg, s.log, s.reg); err != nil {
 		return err
+	}
+	if faults != nil {
+		faults.Register(s.members.Local().GossipAddr)
 	}
 	keyspaces := map[string]uint32{rpc.DefaultKeyspace: s.cfg.Shards}
 	catTrans, err := s.network.Transport(catalog.GroupName)
@@ -359,6 +385,9 @@ func (s *Server) Ready() error {
 	for _, g := range s.host.Groups() {
 		if g.Leader() == "" {
 			return fmt.Errorf("shard %s has no leader", g.ID())
+		}
+		if !g.CaughtUp() {
+			return fmt.Errorf("shard %s is still applying its log", g.ID())
 		}
 	}
 	return nil

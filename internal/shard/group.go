@@ -16,6 +16,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -69,6 +70,7 @@ type Group struct {
 
 	readyMu   sync.Mutex
 	readyTerm uint64 // term whose barrier has applied; REQUIRES: readyMu
+	caughtUp  uint64 // term in which CaughtUp last held as leader; REQUIRES: readyMu
 	verifier  verifier
 
 	stop      chan struct{}
@@ -264,6 +266,9 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 	if g.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
+	if guards.Off(guards.ReadBarrier) {
+		return nil // test-only: a deposed leader serves stale reads
+	}
 	term := g.raft.CurrentTerm()
 	g.readyMu.Lock()
 	ready := g.readyTerm == term
@@ -284,10 +289,43 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 	return nil
 }
 
+// CaughtUp reports whether this replica has applied what its raft log
+// holds as committed: a leader once it has applied every entry of its log
+// in its current term (the entries of earlier terms included), a follower
+// once it has heard from a leader and applied up to the commit index it
+// learned. A replica rebuilding its state from the log (after a restart)
+// is not caught up until the replay is done. Once a leader is caught up
+// it stays so for its term, so new proposals in flight do not make it
+// flap.
+func (g *Group) CaughtUp() bool {
+	r := g.raft
+	applied := r.AppliedIndex()
+	if r.State() == raft.Leader {
+		term := r.CurrentTerm()
+		g.readyMu.Lock()
+		defer g.readyMu.Unlock()
+		if g.caughtUp == term {
+			return true
+		}
+		if applied >= r.LastIndex() {
+			g.caughtUp = term
+			return true
+		}
+		return false
+	}
+	if r.Leader() == "" || r.LastContact().IsZero() {
+		return false
+	}
+	return applied >= r.CommitIndex()
+}
+
 // WaitHLC waits until this replica has applied a write with an HLC of at
 // least hlc. Versions grow with the log, so every write of the shard up to
 // that version is then applied.
 func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
+	if guards.Off(guards.FloorWait) {
+		return nil // test-only: a lagging replica serves reads below the floor
+	}
 	for {
 		_, maxHLC, ch := g.fsm.Applied()
 		if maxHLC >= hlc {

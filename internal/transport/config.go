@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,9 @@ type Config struct {
 	// response at once. 1 disables pipelining (see
 	// raft.NetworkTransportConfig.MaxRPCsInFlight for why 2 is the default).
 	MaxInFlight int
+	// Dial, if set, opens the TCP connections to peers instead of a
+	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// DialOptions are extra options for every outgoing connection (tests may
 	// inject dialers or interceptors). They are applied last.
 	DialOptions []grpc.DialOption

@@ -194,8 +194,16 @@ func (n *Network) client(target raft.ServerAddress) (peerv1.RaftClient, error) {
 // dial connects to a peer; it is the connections' dialer, and counts
 // failures.
 func (n *Network) dial(ctx context.Context, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: n.cfg.DialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if n.cfg.Dial != nil {
+		dctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+		conn, err = n.cfg.Dial(dctx, addr)
+		cancel()
+	} else {
+		d := net.Dialer{Timeout: n.cfg.DialTimeout}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil && ctx.Err() == nil {
 		n.metrics.dialErrors.Inc()
 		n.log.Debug("dial failed", "addr", addr, "err", err)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every guard must bite: for each safety mechanism, a build with the
+# causeway_guards tag turns that one guard off (CAUSEWAY_GUARDS_OFF) and
+# runs the tests that must catch it through the real code path. The run
+# fails if any of those tests passes with its guard off, or if a test
+# named here does not exist.
+#
+# Usage: scripts/bites.sh [guard ...]   (default: every guard below)
+set -uo pipefail
+GO=${GO:-go}
+
+# guard | package | tests that must fail with the guard off (a -run regexp)
+BITES=(
+  "read-barrier|./internal/clustertest|^TestDeposedLeaderServesNoStaleStrongRead\$"
+  "floor-wait|./internal/clustertest|^TestReadYourWritesThroughFollowers\$"
+  "floor-wait|./internal/clustertest|^TestMonotonicReadsAfterTrim\$"
+)
+
+want=("$@")
+failed=0
+for bite in "${BITES[@]}"; do
+  IFS='|' read -r guard pkg tests <<<"$bite"
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " =~ " $guard " ]]; then
+    continue
+  fi
+  echo "--- bite: $guard off, expecting $tests in $pkg to fail"
+  out=$(CAUSEWAY_GUARDS_OFF=$guard $GO test -tags causeway_guards -count=1 -run "$tests" -v "$pkg" 2>&1)
+  if ! grep -q -- "^=== RUN" <<<"$out"; then
+    echo "$out" | tail -20
+    echo "FAIL: $tests matched no test in $pkg"
+    failed=1
+  elif grep -q -- "^--- FAIL" <<<"$out"; then
+    grep -E -- "^--- FAIL|^\s+\S+_test\.go:[0-9]+:" <<<"$out" | head -6
+    echo "ok: $guard off is caught"
+  else
+    echo "$out" | tail -20
+    echo "FAIL: with $guard off, $tests passed: the guard has no test that bites"
+    failed=1
+  fi
+done
+exit $failed
