@@ -86,7 +86,42 @@ func New(t testing.TB, n int, mutate func(*server.Config)) *Cluster {
 		c.Add()
 	}
 	c.WaitSettled(60 * time.Second)
+	c.WaitLeadersPreferred(60 * time.Second)
 	return c
+}
+
+// LeadersPreferred reports whether every shard is led by the node the
+// leader balancer prefers (placement.PreferredLeaders), so that no
+// leadership transfer is pending.
+func (c *Cluster) LeadersPreferred() error {
+	m := c.Map()
+	for sh, want := range placement.PreferredLeaders(m) {
+		n := c.Node(string(want))
+		if n == nil {
+			return fmt.Errorf("shard %s: preferred leader %s is unknown", sh, want)
+		}
+		if g := n.Srv.Router().Local(sh); g == nil || !g.IsLeader() {
+			return fmt.Errorf("shard %s: %s does not lead it yet", sh, want)
+		}
+	}
+	return nil
+}
+
+// WaitLeadersPreferred polls LeadersPreferred until it holds or d passes:
+// tests then start without leadership transfers under way.
+func (c *Cluster) WaitLeadersPreferred(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := c.LeadersPreferred()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("leaders not balanced in %v: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Add starts one more node that joins the site.
