@@ -78,6 +78,18 @@ type Config struct {
 	// LeaveTimeout bounds Leave when its ctx has no deadline.
 	LeaveTimeout time.Duration
 
+	// ReconnectInterval is how often this node tries to rejoin members it
+	// found dead (and its seeds, while it sees no other member alive), so
+	// that a node cut off by a partition rejoins once the network heals.
+	// Zero means the profile's value: 1s local, 10s LAN, 30s WAN.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a dead member is retried (24h if
+	// zero); a member that left gracefully is never retried.
+	ReconnectTimeout time.Duration
+	// Seeds are gossip addresses to rejoin while no other member is alive
+	// (normally the addresses given to Join at start).
+	Seeds []string
+
 	// WrapTransport, if set, wraps the UDP/TCP transport gossip runs on
 	// (a fault-injecting transport: internal/faultnet).
 	WrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
@@ -123,6 +135,7 @@ func (c Config) Validate() error {
 		"gossip interval": c.GossipInterval, "push/pull interval": c.PushPullInterval,
 		"gossip to the dead time": c.GossipToTheDeadTime, "dead node reclaim time": c.DeadNodeReclaimTime,
 		"tcp timeout": c.TCPTimeout, "leave timeout": c.LeaveTimeout,
+		"reconnect interval": c.ReconnectInterval, "reconnect timeout": c.ReconnectTimeout,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%w: %s %v: must not be negative", ErrInvalidConfig, name, d)
@@ -208,4 +221,26 @@ func parseIPPort(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("port %q: want 0-65535", port)
 	}
 	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
+}
+
+// reconnectInterval returns ReconnectInterval or the profile's default.
+func (c Config) reconnectInterval() time.Duration {
+	if c.ReconnectInterval > 0 {
+		return c.ReconnectInterval
+	}
+	switch c.Profile {
+	case ProfileLocal:
+		return time.Second
+	case ProfileWAN:
+		return 30 * time.Second
+	}
+	return 10 * time.Second
+}
+
+// reconnectTimeout returns ReconnectTimeout or its default.
+func (c Config) reconnectTimeout() time.Duration {
+	if c.ReconnectTimeout > 0 {
+		return c.ReconnectTimeout
+	}
+	return 24 * time.Hour
 }

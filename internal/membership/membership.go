@@ -47,9 +47,14 @@ type Membership struct {
 		sync.Mutex
 		meta    []byte // encoded local Meta, returned by NodeMeta
 		peers   map[string]*peer
-		left    bool // Leave was called
-		stopped bool // Shutdown was called; events is closed
+		left    bool                    // Leave was called
+		stopped bool                    // Shutdown was called; events is closed
+		failed  map[string]failedMember // dead members to rejoin, by name
 	}
+
+	// The reconnector's goroutine (reconnect.go) ends when stop closes.
+	stop        chan struct{}
+	reconnected sync.WaitGroup
 }
 
 // peer is what the callbacks recorded about one member.
@@ -75,6 +80,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	m := &Membership{cfg: cfg, name: cfg.Meta.Name(), log: logger}
 	m.mu.meta = meta
 	m.mu.peers = make(map[string]*peer)
+	m.mu.failed = make(map[string]failedMember)
+	m.stop = make(chan struct{})
 	m.events = make(chan Event, cfg.EventBuffer)
 	m.metrics, err = newMetrics(reg, m.countByState)
 	if err != nil {
@@ -109,6 +116,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	} else {
 		logger.Warn("membership: cannot read memberlist's node states; suspect members will be reported alive and members that left dead")
 	}
+	m.reconnected.Add(1)
+	go m.reconnectLoop()
 	logger.Info("membership: gossip started", "node", m.name, "gossip_addr", m.Local().GossipAddr, "profile", cfg.Profile)
 	return m, nil
 }
@@ -301,6 +310,8 @@ func (m *Membership) Shutdown() error {
 	}
 	m.mu.stopped = true
 	m.mu.Unlock()
+	close(m.stop)
+	m.reconnected.Wait()
 
 	err := m.ml.Shutdown()
 
@@ -424,6 +435,7 @@ func (d *delegate) alive(n *memberlist.Node, kind EventKind) {
 		kind = EventJoin // first valid meta, or back from dead
 	}
 	m.mu.peers[n.Name] = &peer{member: mem}
+	delete(m.mu.failed, n.Name)
 	m.emitLocked(Event{Kind: kind, Member: mem})
 	m.log.Debug("membership: member "+kind.String(), "member", n.Name, "gossip_addr", addr)
 }
@@ -449,6 +461,9 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	p.member.State = state
 	p.member.GossipAddr = n.Address()
 	p.since = now
+	if state == StateDead && n.Name != m.name {
+		m.mu.failed[n.Name] = failedMember{addr: p.member.GossipAddr, since: now}
+	}
 	m.emitLocked(Event{Kind: EventLeave, Member: p.member})
 	m.log.Info("membership: member "+state.String(), "member", n.Name)
 }

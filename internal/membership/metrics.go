@@ -4,13 +4,14 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are one Membership's Prometheus metrics.
 type metrics struct {
-	events         *prometheus.CounterVec
-	eventsDropped  prometheus.Counter
-	joinAttempts   prometheus.Counter
-	joinFailures   prometheus.Counter
-	malformedMeta  prometheus.Counter
-	members        *prometheus.Desc
-	membersByState func() map[State]int
+	events            *prometheus.CounterVec
+	eventsDropped     prometheus.Counter
+	joinAttempts      prometheus.Counter
+	joinFailures      prometheus.Counter
+	reconnectAttempts prometheus.Counter
+	malformedMeta     prometheus.Counter
+	members           *prometheus.Desc
+	membersByState    func() map[State]int
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
@@ -36,6 +37,10 @@ func newMetrics(reg prometheus.Registerer, membersByState func() map[State]int) 
 			Namespace: "causeway", Subsystem: "membership", Name: "join_failures_total",
 			Help: "Join attempts that reached none of the given addresses.",
 		}),
+		reconnectAttempts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "membership", Name: "reconnect_attempts_total",
+			Help: "Attempts to rejoin a member found dead, or a seed while no other member was alive.",
+		}),
 		malformedMeta: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "membership", Name: "malformed_meta_total",
 			Help: "Member announcements ignored because their meta could not be decoded.",
@@ -51,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, membersByState func() map[State]int) 
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.events, m.eventsDropped, m.joinAttempts, m.joinFailures, m.malformedMeta, m} {
+	for _, c := range []prometheus.Collector{m.events, m.eventsDropped, m.joinAttempts, m.joinFailures, m.reconnectAttempts, m.malformedMeta, m} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return nil, err

@@ -157,6 +157,7 @@ func (s *Server) Start() (err error) {
 
 	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr})
 	mcfg.Profile = s.cfg.GossipProfile
+	mcfg.Seeds = s.cfg.Join
 	if faults != nil {
 		mcfg.WrapTransport = faults.Transport
 	}
@@ -422,6 +423,14 @@ func (s *Server) Router() *router.Router { return s.router }
 
 // Catalog returns the node's catalog replica.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// Members returns the gossip members this node knows, itself included.
+func (s *Server) Members() []membership.Member {
+	if s.members == nil {
+		return nil
+	}
+	return s.members.Members()
+}
 
 // PeerAddr returns the address of the peer port.
 func (s *Server) PeerAddr() string {
