@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -36,9 +37,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building kvd: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The tests also run kvd in-process (main_test.go): no goroutine may
+	// outlive them.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 func freeAddr(t *testing.T) string {
