@@ -84,6 +84,7 @@ func addSeeds(f *testing.F, msgs ...proto.Message) {
 func FuzzRequestVote(f *testing.F) {
 	addSeeds(f,
 		&peerv1.RequestVoteRequest{Group: "g", Header: hdr(), Term: 3, Candidate: []byte("h:1"), LastLogIndex: 9, LastLogTerm: 2, LeadershipTransfer: true},
+		//lint:ignore SA1019 the converters carry the deprecated field (convert.go)
 		&peerv1.RequestVoteResponse{Header: hdr(), Term: 3, Peers: []byte("p"), Granted: true})
 	req := converter[*peerv1.RequestVoteRequest, *raft.RequestVoteRequest]{
 		from: requestVoteFromProto,
