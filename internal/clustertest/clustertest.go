@@ -21,6 +21,7 @@ import (
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -265,17 +266,7 @@ func (c *Cluster) Settled(draining ...string) error {
 // WaitSettled polls Settled until it holds or d passes.
 func (c *Cluster) WaitSettled(d time.Duration, draining ...string) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := c.Settled(draining...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("site did not settle in %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(c.t, d, "the site to settle", func() error { return c.Settled(draining...) })
 }
 
 // Drain marks a node draining through any node.

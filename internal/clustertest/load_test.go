@@ -9,6 +9,7 @@ import (
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // writer writes distinct keys through the given nodes until stopped and
@@ -65,13 +66,12 @@ func (w *writer) count() int {
 func (w *writer) waitProgress(t *testing.T, n int, d time.Duration) {
 	t.Helper()
 	target := w.count() + n
-	deadline := time.Now().Add(d)
-	for w.count() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("writes stalled at %d (want %d), %d errors", w.count(), target, w.errs.Load())
+	poll.Every(10*time.Millisecond).Until(t, d, fmt.Sprint(n, " more acknowledged writes"), func() error {
+		if got := w.count(); got < target {
+			return fmt.Errorf("writes stalled at %d (want %d), %d errors", got, target, w.errs.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // verify reads every acknowledged write back with STRONG reads.
