@@ -1,7 +1,7 @@
 GO ?= go
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
-# staticcheck v0.8.2 is release 2026.2.2, the first that supports Go 1.26.
+# staticcheck v0.8.2 is its release 2026.2.2, which knows Go 1.26.
 STATICCHECK_VERSION := v0.8.2
 GOBIN := $(shell $(GO) env GOPATH)/bin
 PROTOS := $(shell find api/proto -name '*.proto')
