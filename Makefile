@@ -1,10 +1,12 @@
 GO ?= go
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+# staticcheck v0.8.2 is its release 2026.2.2, which knows Go 1.26.
+STATICCHECK_VERSION := v0.8.2
 GOBIN := $(shell $(GO) env GOPATH)/bin
 PROTOS := $(shell find api/proto -name '*.proto')
 
-.PHONY: all build run test test-short fuzz bites vet fmt proto proto-tools bench docker clean
+.PHONY: all build run test test-short fuzz bites lint vet fmt fmt-check staticcheck staticcheck-tool proto proto-tools bench docker clean
 
 all: build
 
@@ -16,15 +18,20 @@ build:
 run: build
 	./bin/kvd
 
-## test: vet, gofmt, the race-enabled test suite and a short run of every fuzz target.
-test: vet
-	@test -z "$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))" || (gofmt -l $$(git ls-files -co --exclude-standard '*.go'); echo "gofmt: files above need formatting"; exit 1)
+## test: lint (vet, gofmt, staticcheck), the race-enabled test suite (with the
+## internal/lint rules and goleak checks) and a short run of every fuzz target.
+test: lint
 	$(GO) test -race -timeout 15m ./...
 	$(MAKE) fuzz
 
+## fuzz: runs every Fuzz target of the module for FUZZTIME each (scripts/fuzz.sh).
 FUZZTIME ?= 3s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+## lint: go vet, gofmt and staticcheck. The project's own rules (internal/lint)
+## run with the tests: go test ./internal/lint.
+lint: vet fmt-check staticcheck
 
 ## bites: turns off each safety guard in turn (causeway_guards build tag) and checks that its tests fail.
 bites:
@@ -33,8 +40,21 @@ bites:
 vet:
 	$(GO) vet ./...
 
+## fmt: gofmt every Go file; fmt-check fails if one needs it.
 fmt:
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+
+fmt-check:
+	@test -z "$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))" || (gofmt -l $$(git ls-files -co --exclude-standard '*.go'); echo "gofmt: files above need formatting"; exit 1)
+
+## staticcheck: staticcheck $(STATICCHECK_VERSION) over the module (installed first if missing).
+staticcheck: staticcheck-tool
+	$(GOBIN)/staticcheck ./...
+
+## staticcheck-tool: installs staticcheck $(STATICCHECK_VERSION) into $(GOBIN) unless it is there.
+staticcheck-tool:
+	@$(GOBIN)/staticcheck -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || \
+	  (echo "installing staticcheck $(STATICCHECK_VERSION)"; GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION))
 
 proto-tools:
 	@command -v protoc >/dev/null || (echo "protoc not found: apt-get install protobuf-compiler" && exit 1)

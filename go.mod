@@ -13,6 +13,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/bbolt v1.5.0
 	go.etcd.io/etcd/client/v3 v3.5.35
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.17.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0

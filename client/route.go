@@ -47,14 +47,13 @@ type router struct {
 	// connection if the router made it (and must close it).
 	connect func(addr string) (kvv1.KVClient, *grpc.ClientConn, error)
 
-	ctx    context.Context // canceled by close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // refresh goroutines
+	wg sync.WaitGroup // refresh goroutines
 
 	mu struct {
 		sync.Mutex
 		table       *routeTable
 		refreshing  bool
+		cancel      context.CancelFunc // of the refresh in flight; close calls it
 		lastAttempt time.Time
 		conns       map[string]*grpc.ClientConn // by client address
 		kv          map[string]kvv1.KVClient
@@ -64,7 +63,6 @@ type router struct {
 
 func newRouter(interval time.Duration, connect func(string) (kvv1.KVClient, *grpc.ClientConn, error)) *router {
 	r := &router{interval: interval, connect: connect}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.conns = map[string]*grpc.ClientConn{}
 	r.mu.kv = map[string]kvv1.KVClient{}
 	return r
@@ -117,13 +115,17 @@ func (r *router) refreshLocked(now time.Time, refresh func(context.Context) (*ro
 	}
 	r.mu.refreshing = true
 	r.mu.lastAttempt = now
+	ctx, cancel := context.WithCancel(context.Background())
+	r.mu.cancel = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t, err := refresh(r.ctx)
+		defer cancel()
+		t, err := refresh(ctx)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.mu.refreshing = false
+		r.mu.cancel = nil
 		if err == nil {
 			r.mu.table = t
 		}
@@ -177,11 +179,15 @@ func (t *routeTable) withLeader(sh placement.Shard, id string) *routeTable {
 
 // close stops refreshes and closes the connections the router dialled.
 func (r *router) close() []error {
-	r.cancel()
+	r.mu.Lock()
+	r.mu.closed = true
+	if r.mu.cancel != nil {
+		r.mu.cancel()
+	}
+	r.mu.Unlock()
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mu.closed = true
 	var errs []error
 	for _, conn := range r.mu.conns {
 		if err := conn.Close(); err != nil {

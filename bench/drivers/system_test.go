@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/ycsb"
 	"github.com/causeway-db/causeway/bench/ycsbrun"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -42,13 +43,7 @@ func startCauseway(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for srv.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("node not ready: %v", srv.Ready())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(t, 30*time.Second, "the node to be ready", srv.Ready)
 	return srv.ClientAddr()
 }
 
@@ -91,25 +86,25 @@ func startEtcd(t *testing.T) string {
 		log.Close()
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", cport)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	err = poll.Every(100*time.Millisecond).Wait(20*time.Second, func() error {
 		s, err := drivers.Open(context.Background(), drivers.Config{Mode: drivers.ModeEtcdLin, Endpoints: []string{addr}, Clients: 1, DialTimeout: time.Second})
-		if err == nil {
-			d, _ := s.Driver(0)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err = d.Read(ctx, "probe")
-			cancel()
-			s.Close()
-			if err == drivers.ErrNotFound {
-				return addr
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(log.Name())
-			t.Fatalf("etcd not serving: %v\n%s", err, b)
+		defer s.Close()
+		d, _ := s.Driver(0)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := d.Read(ctx, "probe"); err != drivers.ErrNotFound {
+			return fmt.Errorf("read of a missing key: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		b, _ := os.ReadFile(log.Name())
+		t.Fatalf("etcd not serving: %v\n%s", err, b)
 	}
+	return addr
 }
 
 // exercise runs every operation of a driver of mode against addr, then a

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // kvdBinary is built once by TestMain.
@@ -36,9 +38,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building kvd: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The tests also run kvd in-process (main_test.go): no goroutine may
+	// outlive them.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 func freeAddr(t *testing.T) string {
@@ -71,21 +76,22 @@ func startKVD(t *testing.T, dataDir string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _, _ = p.cmd.Process.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err = poll.Every(20*time.Millisecond).Wait(30*time.Second, func() error {
 		resp, err := http.Get("http://" + p.http + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("kvd not ready: %v\n%s", err, b)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		b, _ := os.ReadFile(logf.Name())
+		t.Fatalf("kvd not ready: %v\n%s", err, b)
 	}
+	return p
 }
 
 func dial(t *testing.T, addr string) kvv1.KVClient {
@@ -152,19 +158,14 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 		}(w)
 	}
 	// Kill once enough writes were acknowledged, while the load is running.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, 60*time.Second, "2000 acknowledged writes", func() error {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 2000 {
-			break
+		defer mu.Unlock()
+		if n := len(acked); n < 2000 {
+			return fmt.Errorf("only %d writes acknowledged", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d writes acknowledged", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/logging"
@@ -209,8 +208,7 @@ func (c *Catalog) propose(ctx context.Context, cmd *peerv1.CatalogCommand) error
 	if !c.IsLeader() {
 		return ErrNotLeader
 	}
-	cmd.Format = CommandFormat
-	data, err := proto.Marshal(cmd)
+	data, err := encodeCommand(cmd)
 	if err != nil {
 		return err
 	}

@@ -85,18 +85,37 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	cmd := &peerv1.CatalogCommand{}
-	if err := proto.Unmarshal(l.Data, cmd); err != nil || cmd.Format != CommandFormat {
-		return fmt.Errorf("%w at index %d", ErrUnknownCommand, l.Index)
+	cmd, err := decodeCommand(l.Data)
+	if err != nil {
+		return fmt.Errorf("%w at index %d", err, l.Index)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err := f.applyLocked(cmd)
+	err = f.applyLocked(cmd)
 	if err == nil {
 		close(f.changed)
 		f.changed = make(chan struct{})
 	}
 	return err
+}
+
+// encodeCommand marshals a command for raft.Apply, stamping the format.
+func encodeCommand(cmd *peerv1.CatalogCommand) ([]byte, error) {
+	cmd.Format = CommandFormat
+	return proto.Marshal(cmd)
+}
+
+// decodeCommand unmarshals a committed command; one it cannot read, or of
+// another format, is ErrUnknownCommand.
+func decodeCommand(data []byte) (*peerv1.CatalogCommand, error) {
+	cmd := &peerv1.CatalogCommand{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnknownCommand, err)
+	}
+	if cmd.Format != CommandFormat {
+		return nil, fmt.Errorf("%w: format %d", ErrUnknownCommand, cmd.Format)
+	}
+	return cmd, nil
 }
 
 // applyLocked applies one command. REQUIRES: f.mu.

@@ -90,11 +90,12 @@ func ExitCode(err error) int {
 	return ExitError
 }
 
-// grpcStatus returns the first gRPC status error in err's chain.
-func grpcStatus(err error) (error, *status.Status) {
+// grpcStatus returns the first gRPC status in err's chain and the error
+// that carries it.
+func grpcStatus(err error) (*status.Status, error) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if gs, ok := e.(interface{ GRPCStatus() *status.Status }); ok {
-			return e, gs.GRPCStatus()
+			return gs.GRPCStatus(), e
 		}
 	}
 	return nil, nil
@@ -105,7 +106,7 @@ func grpcStatus(err error) (error, *status.Status) {
 // library's "client: " prefix is dropped.
 func errorMessage(err error) string {
 	msg := err.Error()
-	if se, st := grpcStatus(err); st != nil {
+	if st, se := grpcStatus(err); st != nil {
 		if inner := se.Error(); strings.HasSuffix(msg, inner) {
 			msg = strings.TrimSuffix(msg, inner) + st.Message() + " (" + st.Code().String() + ")"
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/causeway-db/causeway/client"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -52,8 +53,7 @@ func startServer(t *testing.T) (run func(stdin string, args ...string) result, s
 	}
 
 	// Ready when cluster status shows a leader for every shard.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Every(50*time.Millisecond).Until(t, 20*time.Second, "the server to be ready", func() error {
 		r := run("", "-o", "json", "cluster", "status")
 		var doc struct {
 			Nodes []struct {
@@ -69,14 +69,11 @@ func startServer(t *testing.T) (run func(stdin string, args ...string) result, s
 				ready = ready && sh.State == "Leader"
 			}
 		}
-		if ready {
-			break
+		if !ready {
+			return fmt.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	return run, sessionFile
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/causeway-db/causeway/internal/clustertest"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // TestIntegrationMultiNodeSite runs cluster members, cluster shards and
@@ -95,22 +96,19 @@ func TestIntegrationMultiNodeSite(t *testing.T) {
 	// states settle shortly after the placement map does.
 	eventuallyShards := func(not string) shardsDoc {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var doc shardsDoc
+		var doc shardsDoc
+		poll.Every(100*time.Millisecond).Until(t, 30*time.Second, "cluster shards to settle", func() error {
+			doc = shardsDoc{}
 			r := mustOK(t, run("-o", "json", "cluster", "shards", "--keyspace", "default"))
 			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 				t.Fatalf("cluster shards -o json: %v\n%s", err, r.stdout)
 			}
-			err := checkShards(doc, not)
-			if err == nil {
-				return doc
+			if err := checkShards(doc, not); err != nil {
+				return fmt.Errorf("%w\n%s", err, r.stdout)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster shards: %v\n%s", err, r.stdout)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
+		return doc
 	}
 
 	// Members: four alive nodes holding every replica between them.
@@ -175,21 +173,17 @@ func TestIntegrationMultiNodeSite(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "node n4 is no longer draining") {
 		t.Fatalf("node drain n4 --undo printed %q", r.stdout)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Every(100*time.Millisecond).Until(t, 60*time.Second, "n4 to take replicas after the undo", func() error {
 		var n4 member
 		for _, m := range members().Members {
 			if m.NodeID == "n4" {
 				n4 = m
 			}
 		}
-		if !n4.Draining && n4.Replicas > 0 {
-			break
+		if n4.Draining || n4.Replicas == 0 {
+			return fmt.Errorf("n4 is %+v", n4)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n4 after undo: %+v", n4)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	c.WaitSettled(60 * time.Second)
 }

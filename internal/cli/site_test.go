@@ -8,6 +8,7 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/client/clienttest"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // fakeSite returns a kvctl runner bound to a fake node reporting a site of
@@ -274,13 +275,7 @@ func TestNodeDrainWaitUndone(t *testing.T) {
 	f.SetDrainStep(0)
 	done := make(chan result)
 	go func() { done <- run("", "node", "drain", "n2", "--wait", "--timeout", "20s") }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f.SiteMembers()[1].GetDraining() {
-		if time.Now().After(deadline) {
-			t.Fatal("n2 never started draining")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Every(time.Millisecond).Until(t, 10*time.Second, "n2 to start draining", poll.True(func() bool { return f.SiteMembers()[1].GetDraining() }))
 	// Someone else undoes the drain while kvctl waits.
 	ms := f.SiteMembers()
 	ms[1].Draining = false

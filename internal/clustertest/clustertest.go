@@ -22,6 +22,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -111,17 +112,7 @@ func (c *Cluster) LeadersPreferred() error {
 // tests then start without leadership transfers under way.
 func (c *Cluster) WaitLeadersPreferred(d time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := c.LeadersPreferred()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("leaders not balanced in %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(c.t, d, "leaders where the balancer wants them", c.LeadersPreferred)
 }
 
 // Add starts one more node that joins the site.
@@ -352,17 +343,7 @@ func (c *Cluster) Settled(draining ...string) error {
 // WaitSettled polls Settled until it holds or d passes.
 func (c *Cluster) WaitSettled(d time.Duration, draining ...string) {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := c.Settled(draining...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("site did not settle in %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Every(20*time.Millisecond).Until(c.t, d, "the site to settle", func() error { return c.Settled(draining...) })
 }
 
 // Drain marks a node draining through any node.

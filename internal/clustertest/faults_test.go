@@ -10,25 +10,9 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
-
-// eventually polls cond until it returns nil, failing the test with its
-// last error after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestDeposedLeaderServesNoStaleStrongRead: the leader of a shard is cut
 // off from its followers while clients still reach it. The followers
@@ -52,7 +36,7 @@ func TestDeposedLeaderServesNoStaleStrongRead(t *testing.T) {
 	// A key of a shard n3 leads (leader balancing gives it some).
 	var key string
 	var sh placement.Shard
-	eventually(t, time.Minute, "a shard led by n3", func() error {
+	poll.Until(t, time.Minute, "a shard led by n3", func() error {
 		for i := 0; i < 200; i++ {
 			k := fmt.Sprint("deposed/", i)
 			s, _ := old.Srv.Router().Shard("default", []byte(k))
@@ -79,7 +63,7 @@ func TestDeposedLeaderServesNoStaleStrongRead(t *testing.T) {
 	c.Isolate(old)
 	t.Logf("isolated n3, leader of %s", sh)
 	other := c.Node("n1")
-	eventually(t, time.Minute, "a write through the new leader", func() error {
+	poll.Until(t, time.Minute, "a write through the new leader", func() error {
 		return put(other, fmt.Sprint("new-", h.len()), 3*time.Second)
 	})
 	if g := old.Srv.Router().Local(sh); g == nil || !g.IsLeader() {

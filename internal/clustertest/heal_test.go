@@ -8,6 +8,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/membership"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // TestPartitionedNodeRejoins: one node of a 3-node site is cut off from
@@ -26,7 +27,7 @@ func TestPartitionedNodeRejoins(t *testing.T) {
 	c.Isolate(cut)
 	// Past the dead grace (2 s: the others move n3's replicas away) and
 	// past the local gossip profile's 15 s memory of dead members.
-	eventually(t, time.Minute, "n3 declared dead and its replicas moved", func() error {
+	poll.Until(t, time.Minute, "n3 declared dead and its replicas moved", func() error {
 		m := c.Node("n1").Srv.Catalog()
 		mp, _ := m.Map()
 		for sh, reps := range mp.Shards {
@@ -41,7 +42,7 @@ func TestPartitionedNodeRejoins(t *testing.T) {
 	time.Sleep(20 * time.Second) // hold the partition past gossip's memory
 	c.Heal()
 	healed := time.Now()
-	eventually(t, 2*time.Minute, "the site back to full replication", func() error {
+	poll.Until(t, 2*time.Minute, "the site back to full replication", func() error {
 		for _, n := range c.Live() {
 			for _, m := range n.Srv.Members() {
 				if m.State != membership.StateAlive {

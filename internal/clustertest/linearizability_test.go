@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // The model: one register per key holding a value ("" = absent). Values
@@ -216,13 +217,13 @@ func runClients(ctx context.Context, c *Cluster, h *history, keys []string) *syn
 // the call, or fails the test after d.
 func waitOps(t *testing.T, h *history, n int, d time.Duration, what string) {
 	t.Helper()
-	start, deadline := h.len(), time.Now().Add(d)
-	for h.len() < start+n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: only %d operations in %v", what, h.len()-start, d)
+	start := h.len()
+	poll.Until(t, d, what, func() error {
+		if got := h.len() - start; got < n {
+			return fmt.Errorf("%d of %d operations", got, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestLinearizablePutStrongGetCAS: 6 clients run Put, STRONG Get and CAS

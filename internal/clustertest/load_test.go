@@ -9,6 +9,7 @@ import (
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // writer writes distinct keys through the given nodes until stopped and
@@ -65,13 +66,12 @@ func (w *writer) count() int {
 func (w *writer) waitProgress(t *testing.T, n int, d time.Duration) {
 	t.Helper()
 	target := w.count() + n
-	deadline := time.Now().Add(d)
-	for w.count() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("writes stalled at %d (want %d), %d errors", w.count(), target, w.errs.Load())
+	poll.Every(10*time.Millisecond).Until(t, d, fmt.Sprint(n, " more acknowledged writes"), func() error {
+		if got := w.count(); got < target {
+			return fmt.Errorf("writes stalled at %d (want %d), %d errors", got, target, w.errs.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // verify reads every acknowledged write back with STRONG reads.
@@ -168,32 +168,21 @@ func TestLeaderKillUnderLoad(t *testing.T) {
 			break
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Every(20*time.Millisecond).Until(t, 30*time.Second, "writes to shard 0 resume", func() error {
 		_, err := c.Live()[0].KV.Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("after-kill")})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writes to shard 0 did not resume: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 	w.waitProgress(t, 200, 30*time.Second)
 	// After the grace period every shard has R replicas again, on live
 	// nodes, and the catalog is back to three voters, all alive.
 	c.WaitSettled(120 * time.Second)
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	poll.Every(20*time.Millisecond).Until(t, 30*time.Second, "the catalog back to three live voters", func() error {
 		voters, err := c.Live()[0].Srv.Catalog().Voters()
-		if err == nil && len(voters) == 3 && !contains(voters, victim.ID) {
-			break
+		if err == nil && (len(voters) != 3 || contains(voters, victim.ID)) {
+			err = fmt.Errorf("catalog voters %v, want 3 live ones", voters)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("catalog voters %v (%v), want 3 live ones", voters, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 	w.stop()
 	w.wg.Wait()
 	t.Logf("%d acknowledged writes (%d failed attempts) across the kill", w.count(), w.errs.Load())

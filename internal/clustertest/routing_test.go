@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/causeway-db/causeway/client"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // forwarded sums causeway_rpc_forwarded_total over the live nodes.
@@ -38,21 +39,15 @@ func putBatch(t *testing.T, ctx context.Context, c *Cluster, cl *client.Client, 
 // without forwarding.
 func waitDirect(t *testing.T, ctx context.Context, c *Cluster, cl *client.Client, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	i := 0
+	poll.Every(100*time.Millisecond).Until(t, 30*time.Second, what+": writes to go straight to the leaders", func() error {
 		f := putBatch(t, ctx, c, cl, fmt.Sprint("route/", what, "/", i, "/"), 24)
-		if f == 0 {
-			return
+		i++
+		if f != 0 {
+			return fmt.Errorf("writes still forwarded (%v in the last batch of 24)", f)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: writes still forwarded (%v in the last batch of 24)", what, f)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // waitLeadersSettled polls until every live node leads some shard and no
@@ -61,7 +56,7 @@ func waitLeadersSettled(t *testing.T, ctx context.Context, c *Cluster) {
 	t.Helper()
 	var last string
 	stable := 0
-	for stable < 10 {
+	poll.Every(200*time.Millisecond).UntilContext(ctx, t, "shard leadership to settle over the nodes", func() error {
 		leaders := map[string]string{}
 		spread := true
 		for _, n := range c.Live() {
@@ -74,17 +69,17 @@ func waitLeadersSettled(t *testing.T, ctx context.Context, c *Cluster) {
 			}
 			spread = spread && leads > 0
 		}
-		if cur := fmt.Sprint(leaders); spread && cur == last {
+		cur := fmt.Sprint(leaders)
+		if spread && cur == last {
 			stable++
 		} else {
 			stable, last = 0, cur
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("shard leadership never settled over the nodes")
-		case <-time.After(200 * time.Millisecond):
+		if stable < 10 {
+			return fmt.Errorf("leaders %s (spread over every node: %v), unchanged for %d polls", cur, spread, stable)
 		}
-	}
+		return nil
+	})
 }
 
 // TestLeaderRouting: a leader-aware client sends writes and STRONG reads

@@ -10,6 +10,7 @@ import (
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/client"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -77,7 +78,7 @@ func TestMonotonicReadsAfterTrim(t *testing.T) {
 	router := follower.Srv.Router()
 	// A target shard that n3 follows.
 	var target placement.Shard
-	eventually(t, time.Minute, "a shard n3 follows", func() error {
+	poll.Until(t, time.Minute, "a shard n3 follows", func() error {
 		shards, _ := router.Shards("default")
 		for _, sh := range shards {
 			if g := router.Local(sh); g != nil && !g.IsLeader() {
@@ -203,19 +204,15 @@ func TestMonotonicReadsAfterTrim(t *testing.T) {
 func waitFollowerHas(t *testing.T, ctx context.Context, n *Node, keys [][]byte, val string) {
 	t.Helper()
 	for _, k := range keys {
-		for {
+		poll.Every(50*time.Millisecond).UntilContext(ctx, t, fmt.Sprintf("%s to apply %s=%s", n.ID, k, val), func() error {
 			g, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: k})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(g.Value) == val {
-				break
+			if string(g.Value) != val {
+				return fmt.Errorf("it has %q", g.Value)
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s never applied %s=%s", n.ID, k, val)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
+			return nil
+		})
 	}
 }

@@ -115,8 +115,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		return out
 	}
 
-	var cmds []*peerv1.Command
-	cmds = make([]*peerv1.Command, len(logs))
+	cmds := make([]*peerv1.Command, len(logs))
 	var fatalErr error
 	lastIndex := applied
 	for i, l := range logs {

@@ -19,6 +19,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // syncBuffer collects log output from memberlist's goroutines, which may
@@ -139,17 +141,12 @@ func allAlive(ms []Member, n int) (bool, string) {
 // waitFor polls cond every 5ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	poll.Every(5*time.Millisecond).Until(t, timeout, what, func() error {
+		if ok, why := cond(); !ok {
+			return errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s: %s", timeout, what, why)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func member(ms []Member, name string) (Member, bool) {

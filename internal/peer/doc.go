@@ -2,5 +2,6 @@
 // connections to other nodes' peer ports, the internal peer.v1 Node service
 // (shard scans, replica status, raft configuration changes, drain), and the
 // implementation of catalog.Shards that carries out placement steps on
-// shard groups through their leaders.
+// shard groups through their leaders. The Node service's errors map to gRPC
+// codes in one table (errors.go).
 package peer

@@ -3,11 +3,10 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -36,7 +35,7 @@ func NewService(local Local, cat *catalog.Catalog, pool *Pool) *Service {
 
 func shardOf(r *peerv1.ShardRef) (placement.Shard, error) {
 	if r == nil || r.Keyspace == "" {
-		return placement.Shard{}, status.Error(codes.InvalidArgument, "peer: shard is required")
+		return placement.Shard{}, toStatus(ErrShardRequired)
 	}
 	return placement.Shard{Keyspace: r.Keyspace, ID: r.Shard}, nil
 }
@@ -48,7 +47,7 @@ func (s *Service) group(r *peerv1.ShardRef) (*shard.Group, error) {
 	}
 	g := s.local.Group(sh)
 	if g == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "peer: shard %s is not hosted here", sh)
+		return nil, toStatus(fmt.Errorf("%w: %s", ErrNotHosted, sh))
 	}
 	return g, nil
 }
@@ -59,12 +58,12 @@ func (s *Service) ScanShard(ctx context.Context, req *peerv1.ScanShardRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if req.Limit == 0 || req.Limit > 100000 {
-		return nil, status.Error(codes.InvalidArgument, "peer: scan limit must be 1 to 100000")
+	if req.Limit == 0 || req.Limit > maxScanLimit {
+		return nil, toStatus(ErrScanLimit)
 	}
 	if req.Strong {
 		if err := g.ReadBarrier(ctx); err != nil {
-			return nil, status.Error(codes.Unavailable, err.Error())
+			return nil, toStatus(unavailable(err))
 		}
 	}
 	resp := &peerv1.ScanShardResponse{}
@@ -77,7 +76,7 @@ func (s *Service) ScanShard(ctx context.Context, req *peerv1.ScanShardRequest) (
 		return err
 	})
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, toStatus(err)
 	}
 	return resp, nil
 }
@@ -107,16 +106,16 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		return nil, err
 	}
 	if !g.IsLeader() {
-		return nil, status.Errorf(codes.Unavailable, "peer: not the leader of %s (leader %q)", g.ID(), g.Leader())
+		return nil, toStatus(fmt.Errorf("%w: %s is led by %q", ErrNotLeader, g.ID(), g.Leader()))
 	}
 	r := g.Raft()
 	id, addr := raft.ServerID(req.NodeId), raft.ServerAddress(req.PeerAddr)
 	if req.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "peer: node id is required")
+		return nil, toStatus(ErrNodeIDRequired)
 	}
 	cf := r.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, toStatus(unavailable(err))
 	}
 	var cur *raft.Server
 	for _, srv := range cf.Configuration().Servers {
@@ -139,10 +138,10 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		f = r.AddVoter(id, addr, 0, 10*time.Second)
 	case peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER:
 		if cur == nil || cur.Suffrage != raft.Voter {
-			return nil, status.Errorf(codes.FailedPrecondition, "peer: %s is not a voter of %s", req.NodeId, g.ID())
+			return nil, toStatus(fmt.Errorf("%w: %s of %s", ErrNotVoter, req.NodeId, g.ID()))
 		}
 		if err := r.LeadershipTransferToServer(cur.ID, cur.Address).Error(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "peer: transfer leadership of %s to %s: %v", g.ID(), req.NodeId, err)
+			return nil, toStatus(unavailable(fmt.Errorf("transfer leadership of %s to %s: %w", g.ID(), req.NodeId, err)))
 		}
 		return &peerv1.ChangeReplicasResponse{}, nil
 	case peerv1.ChangeReplicasRequest_OP_REMOVE:
@@ -152,16 +151,16 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		if g.Leader() == req.NodeId {
 			// Hand leadership over first; the caller retries.
 			if err := r.LeadershipTransfer().Error(); err != nil {
-				return nil, status.Errorf(codes.Unavailable, "peer: transferring leadership of %s: %v", g.ID(), err)
+				return nil, toStatus(unavailable(fmt.Errorf("transferring leadership of %s: %w", g.ID(), err)))
 			}
-			return nil, status.Errorf(codes.Unavailable, "peer: leadership of %s transferred; retry the removal", g.ID())
+			return nil, toStatus(fmt.Errorf("%w: leadership of %s transferred; retry the removal", ErrNotLeader, g.ID()))
 		}
 		f = r.RemoveServer(id, 0, 10*time.Second)
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "peer: unknown op %v", req.Op)
+		return nil, toStatus(fmt.Errorf("%w: %v", ErrUnknownOp, req.Op))
 	}
 	if err := f.Error(); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "peer: %v %s on %s: %v", req.Op, req.NodeId, g.ID(), err)
+		return nil, toStatus(unavailable(fmt.Errorf("%v %s on %s: %w", req.Op, req.NodeId, g.ID(), err)))
 	}
 	return &peerv1.ChangeReplicasResponse{Index: f.Index()}, nil
 }
@@ -169,26 +168,26 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 // Drain implements peerv1.NodeServer; it forwards to the catalog leader.
 func (s *Service) Drain(ctx context.Context, req *peerv1.DrainRequest) (*peerv1.DrainResponse, error) {
 	if req.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "peer: node id is required")
+		return nil, toStatus(ErrNodeIDRequired)
 	}
 	st, _ := s.catalog.State()
 	if _, ok := st.Nodes[req.NodeId]; !ok {
-		return nil, status.Errorf(codes.NotFound, "peer: unknown node %q", req.NodeId)
+		return nil, toStatus(fmt.Errorf("%w %q", ErrUnknownNode, req.NodeId))
 	}
 	if s.catalog.IsLeader() {
 		epoch, err := s.catalog.SetDraining(ctx, req.NodeId, req.Draining)
 		if err != nil {
-			return nil, status.Error(codes.Unavailable, err.Error())
+			return nil, toStatus(unavailable(err))
 		}
 		return &peerv1.DrainResponse{Epoch: epoch}, nil
 	}
 	_, addr := s.catalog.Leader()
 	if addr == "" {
-		return nil, status.Error(codes.Unavailable, "peer: the site catalog has no leader")
+		return nil, toStatus(ErrNoCatalogLeader)
 	}
 	c, err := s.pool.Node(addr)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, toStatus(unavailable(err))
 	}
 	return c.Drain(ctx, req)
 }
@@ -198,7 +197,7 @@ func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*p
 	m, _ := s.catalog.Map()
 	b, err := m.Marshal()
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, toStatus(err)
 	}
 	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch}, nil
 }

@@ -5,9 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -71,7 +68,7 @@ func (a *Admin) Snapshot(ctx context.Context, req *adminv1.SnapshotRequest) (res
 	defer a.metrics.observe("snapshot", time.Now(), &err)
 	if req.Keyspace != "" {
 		if _, err := a.router.Shards(req.Keyspace); err != nil {
-			return nil, toStatus(err)
+			return nil, adminStatus(err)
 		}
 	}
 	var groups []*shard.Group
@@ -82,7 +79,7 @@ func (a *Admin) Snapshot(ctx context.Context, req *adminv1.SnapshotRequest) (res
 	}
 	for _, g := range groups {
 		if err := g.Snapshot(ctx); err != nil {
-			return nil, toStatus(err)
+			return nil, adminStatus(err)
 		}
 	}
 	return &adminv1.SnapshotResponse{Snapshots: uint32(len(groups))}, nil
@@ -105,7 +102,7 @@ func (a *Admin) WithCluster(c Cluster) *Admin {
 func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *adminv1.MembersResponse, err error) {
 	defer a.metrics.observe("members", time.Now(), &err)
 	if a.cluster == nil {
-		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+		return nil, adminStatus(ErrNoCluster)
 	}
 	st, _ := a.cluster.Catalog.State()
 	counts := map[string]uint32{}
@@ -140,11 +137,11 @@ func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *a
 func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *adminv1.ShardsResponse, err error) {
 	defer a.metrics.observe("shards", time.Now(), &err)
 	if a.cluster == nil {
-		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+		return nil, adminStatus(ErrNoCluster)
 	}
 	if req.Keyspace != "" {
 		if _, err := a.router.Shards(req.Keyspace); err != nil {
-			return nil, toStatus(err)
+			return nil, adminStatus(err)
 		}
 	}
 	st, _ := a.cluster.Catalog.State()
@@ -182,18 +179,18 @@ func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *a
 func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adminv1.DrainResponse, err error) {
 	defer a.metrics.observe("drain", time.Now(), &err)
 	if a.cluster == nil {
-		return nil, status.Error(codes.Unimplemented, "admin: no cluster")
+		return nil, adminStatus(ErrNoCluster)
 	}
 	if req.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "admin: node_id is required")
+		return nil, adminStatus(ErrNodeIDRequired)
 	}
 	_, addr := a.cluster.Catalog.Leader()
 	if addr == "" {
-		return nil, status.Error(codes.Unavailable, "admin: the site catalog has no leader")
+		return nil, adminStatus(ErrNoCatalogLeader)
 	}
 	c, err := a.cluster.Pool.Node(addr)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, adminStatus(peerUnavailable(err))
 	}
 	dr, err := c.Drain(ctx, &peerv1.DrainRequest{NodeId: req.NodeId, Draining: !req.Undo})
 	if err != nil {

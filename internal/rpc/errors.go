@@ -62,6 +62,18 @@ func toStatus(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
+// remoteErr passes a remote status through and turns transport failures
+// into UNAVAILABLE.
+func remoteErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
 // casStatus converts a failed compare-and-swap outcome to a status with a
 // kvv1.CasConflict detail carrying the key's current version.
 func casStatus(res fsm.Result) error {

@@ -48,18 +48,6 @@ func forwardCtx(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hopsIn(ctx)+1))
 }
 
-// remoteErr passes a remote status through and turns transport failures
-// into UNAVAILABLE.
-func remoteErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return status.Error(codes.Unavailable, err.Error())
-}
-
 // leaderTarget returns this node's replica of sh if it leads, or the peer
 // address of the leader; it waits up to LeaderWait for an election.
 func (s *KV) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {

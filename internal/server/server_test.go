@@ -19,6 +19,7 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -73,13 +74,7 @@ func start(t *testing.T, cfg Config) *node {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Every(5*time.Millisecond).Until(t, d, what, poll.True(cond))
 }
 
 func ctx(t *testing.T) context.Context {

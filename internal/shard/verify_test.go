@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // TestVerifierWaitsForARoundStartedAfterTheCall: callers arriving while a
@@ -35,22 +37,14 @@ func TestVerifierWaitsForARoundStartedAfterTheCall(t *testing.T) {
 	for range 3 {
 		go func() { later <- v.verify(ctx) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Every(time.Millisecond).Until(t, 10*time.Second, "the callers to queue for the next round", func() error {
 		v.mu.Lock()
-		n := 0
-		if v.next != nil {
-			n = v.next.n
+		defer v.mu.Unlock()
+		if v.next == nil || v.next.n != 3 {
+			return errors.New("fewer than 3 callers queued")
 		}
-		v.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("callers did not queue for the next round")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	release <- nil // round 1 succeeds
 	if err := <-first; err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Errors returned by Open and DB methods.
@@ -147,9 +148,9 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	}
 	b, err := bolt.Open(cfg.Path, 0o600, opts)
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Path)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum),
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum),
 		err != nil && existed && !errors.Is(err, os.ErrPermission):
 		// bbolt reports some damaged files with plain errors ("file size
 		// too small"): an existing file it cannot open is not ours.
@@ -255,7 +256,7 @@ func (db *DB) View(fn func(*Tx) error) error {
 		return ErrClosed
 	}
 	err := db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
 	return err
@@ -269,7 +270,7 @@ func (db *DB) BeginRead() (*Tx, error) {
 		return nil, ErrClosed
 	}
 	btx, err := db.bolt.Begin(false)
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return nil, ErrClosed
 	}
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -327,18 +328,20 @@ func TestCloseDrainsQueuedUpdates(t *testing.T) {
 				return s.Put(Record{Key: []byte{byte('a' + i)}, Version: ver(1, "a"), Value: []byte("v")})
 			})
 		}()
-		waitFor(t, func() bool { return len(db.reqs) == i+1 })
+		// Spin (yielding, not sleeping): the request is queued within
+		// microseconds.
+		poll.Every(0).Until(t, 30*time.Second, "the update to queue", poll.True(func() bool { return len(db.reqs) == i+1 }))
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- db.Close() }()
-	waitFor(t, func() bool {
+	poll.Every(0).Until(t, 30*time.Second, "Close to start", poll.True(func() bool {
 		select {
 		case <-db.closing:
 			return true
 		default:
 			return false
 		}
-	})
+	}))
 	release()
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
@@ -352,18 +355,6 @@ func TestCloseDrainsQueuedUpdates(t *testing.T) {
 	db2 := openDB(t, cfg)
 	if got := len(allVersions(t, db2, testShard)); got != n {
 		t.Fatalf("after reopen %d versions, want %d", got, n)
-	}
-}
-
-// waitFor spins (yielding, not sleeping) until cond holds.
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		runtime.Gosched()
 	}
 }
 
@@ -545,7 +536,7 @@ func TestGroupCommitFailingUpdate(t *testing.T) {
 			})
 		}()
 		// Queue them in order, all behind the blocked commit.
-		waitFor(t, func() bool { return len(db.reqs) == i+1 })
+		poll.Every(0).Until(t, 30*time.Second, "the update to queue", poll.True(func() bool { return len(db.reqs) == i+1 }))
 	}
 	release()
 	wg.Wait()

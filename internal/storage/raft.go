@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrNotFound is returned by RaftStore.Get for a missing key; hashicorp/raft
@@ -139,7 +140,7 @@ func (s *RaftStore) DeleteRange(min, max uint64) error {
 // replica moves off this node.
 func (s *RaftStore) Drop() error {
 	return s.db.Update(func(tx *Tx) error {
-		if err := tx.btx.DeleteBucket(s.bucket); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		if err := tx.btx.DeleteBucket(s.bucket); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 			return err
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/causeway-db/causeway/internal/causal"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Tx is a storage transaction, read-only or read-write.
@@ -279,7 +280,7 @@ func putUint64(b *bolt.Bucket, k []byte, n uint64) error {
 // DropShard deletes every bucket of shard id (its versions, state and
 // request ids). Used when the replica moves off this node.
 func (tx *Tx) DropShard(id ShardID) error {
-	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Shard snapshot stream:
@@ -78,7 +79,7 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 	if head[len(snapMagic)] != snapFormat {
 		return fmt.Errorf("%w: format %d", ErrBadSnapshot, head[len(snapMagic)])
 	}
-	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
 	s, err := tx.Shard(id)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // This file holds the in-process clusters the tests run: real gRPC servers on
@@ -164,45 +165,37 @@ func servers(nodes ...*testNode) []raft.Server {
 	return s
 }
 
-// waitFor polls cond until it holds or timeout passes.
+// waitFor polls cond every 5ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Every(5*time.Millisecond).Until(t, timeout, what, poll.True(cond))
 }
 
 // leaderOf waits until one of rafts leads and the others know it.
 func leaderOf(timeout time.Duration, rafts ...*raft.Raft) (*raft.Raft, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var leader *raft.Raft
+	var leader *raft.Raft
+	err := poll.Every(5*time.Millisecond).Wait(timeout, func() error {
+		leader = nil
 		for _, r := range rafts {
 			if r.State() == raft.Leader {
 				leader = r
 			}
 		}
-		if leader != nil {
-			_, id := leader.LeaderWithID()
-			agreed := true
-			for _, r := range rafts {
-				if _, lid := r.LeaderWithID(); lid != id {
-					agreed = false
-				}
-			}
-			if agreed {
-				return leader, nil
+		if leader == nil {
+			return errors.New("no leader")
+		}
+		_, id := leader.LeaderWithID()
+		for _, r := range rafts {
+			if _, lid := r.LeaderWithID(); lid != id {
+				return fmt.Errorf("a replica follows %q, not %q", lid, id)
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("no leader after %v", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return leader, nil
 }
 
 func waitLeader(t *testing.T, rafts ...*raft.Raft) *raft.Raft {

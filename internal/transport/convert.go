@@ -13,6 +13,14 @@ import (
 // mirrors. The *FromProto functions of requests validate what a peer sent:
 // they return ErrInvalidRequest for anything raft could choke on (a panic in
 // raft.DecodeConfiguration, non-contiguous entries, an unknown entry type).
+//
+// The converters copy every field of raft's messages, including the ones
+// raft marks deprecated (AppendEntriesRequest.Leader,
+// RequestVoteRequest.Candidate, RequestVoteResponse.Peers): raft still sends
+// and reads them on its compatibility paths, and a transport that dropped
+// them would change what raft sees.
+//
+//lint:file-ignore SA1019 the deprecated fields of raft's messages are carried on purpose (see above)
 
 // maxGroupLen bounds a group name.
 const maxGroupLen = 256

@@ -246,7 +246,8 @@ func TestConvertRoundTrip(t *testing.T) {
 	at := time.Unix(1700000000, 123456789)
 	ae := &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: 3, ID: []byte("n1"), Addr: []byte("h:1")},
-		Term:      4, Leader: []byte("h:1"), PrevLogEntry: 7, PrevLogTerm: 3, LeaderCommitIndex: 6,
+		//lint:ignore SA1019 the transport carries raft's deprecated Leader field too
+		Term: 4, Leader: []byte("h:1"), PrevLogEntry: 7, PrevLogTerm: 3, LeaderCommitIndex: 6,
 		Entries: []*raft.Log{
 			{Index: 8, Term: 3, Type: raft.LogCommand, Data: []byte("a"), Extensions: []byte("ext"), AppendedAt: at},
 			{Index: 9, Term: 4, Type: raft.LogNoop},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // TestReplicationTwoGroups runs two raft groups on three nodes over one
@@ -187,13 +189,15 @@ func TestCloseGroupAndNetwork(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > baseline {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines remain, baseline %d:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+	err := poll.Wait(10*time.Second, func() error {
+		if n := runtime.NumGoroutine(); n > baseline {
+			return fmt.Errorf("%d goroutines remain, baseline %d", n, baseline)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%v:\n%s", err, buf[:runtime.Stack(buf, true)])
 	}
 }
 

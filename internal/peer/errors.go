@@ -1,0 +1,83 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Errors of the Node service. Each maps to a gRPC code in codeTable; the
+// handlers wrap them with the details of the request.
+var (
+	// ErrShardRequired: the request names no shard.
+	ErrShardRequired = errors.New("peer: shard is required")
+	// ErrNotHosted: this node has no replica of the shard.
+	ErrNotHosted = errors.New("peer: shard is not hosted here")
+	// ErrScanLimit: a scan's limit is outside 1..maxScanLimit.
+	ErrScanLimit = fmt.Errorf("peer: scan limit must be 1 to %d", maxScanLimit)
+	// ErrNodeIDRequired: the request names no node.
+	ErrNodeIDRequired = errors.New("peer: node id is required")
+	// ErrUnknownNode: the site catalog has no such node.
+	ErrUnknownNode = errors.New("peer: unknown node")
+	// ErrUnknownOp: a replica change this build does not know.
+	ErrUnknownOp = errors.New("peer: unknown replica change")
+	// ErrNotVoter: leadership cannot move to a node that is not a voter of
+	// the shard.
+	ErrNotVoter = errors.New("peer: not a voter")
+	// ErrNotLeader: this node does not lead the shard (any more). Retryable
+	// at the leader.
+	ErrNotLeader = errors.New("peer: not the shard leader")
+	// ErrNoCatalogLeader: the site catalog has no leader. Retryable.
+	ErrNoCatalogLeader = errors.New("peer: the site catalog has no leader")
+	// ErrUnavailable: raft, the site catalog or the connection to another
+	// node failed the operation. Retryable.
+	ErrUnavailable = errors.New("peer: unavailable")
+)
+
+// maxScanLimit bounds the keys one ScanShard call returns.
+const maxScanLimit = 100000
+
+// codeTable is the one place that maps the Node service's errors to gRPC
+// codes. An error it does not know is Internal.
+var codeTable = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrShardRequired, codes.InvalidArgument},
+	{ErrScanLimit, codes.InvalidArgument},
+	{ErrNodeIDRequired, codes.InvalidArgument},
+	{ErrUnknownOp, codes.InvalidArgument},
+	{ErrNotHosted, codes.FailedPrecondition},
+	{ErrNotVoter, codes.FailedPrecondition},
+	{ErrUnknownNode, codes.NotFound},
+	{ErrNotLeader, codes.Unavailable},
+	{ErrNoCatalogLeader, codes.Unavailable},
+	{ErrUnavailable, codes.Unavailable},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// toStatus converts an error of a handler to a gRPC status error. The
+// status of another node's answer passes through unchanged.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, e := range codeTable {
+		if errors.Is(err, e.err) {
+			return status.Error(e.code, err.Error())
+		}
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// unavailable wraps an error of raft, the catalog or the connection pool.
+func unavailable(err error) error {
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -1,0 +1,46 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestToStatus(t *testing.T) {
+	remote := status.Error(codes.NotFound, "peer: unknown node \"n9\"")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"nil", nil, codes.OK},
+		{"shard required", ErrShardRequired, codes.InvalidArgument},
+		{"scan limit", ErrScanLimit, codes.InvalidArgument},
+		{"unknown op", fmt.Errorf("%w: 9", ErrUnknownOp), codes.InvalidArgument},
+		{"not hosted", fmt.Errorf("%w: default/3", ErrNotHosted), codes.FailedPrecondition},
+		{"not a voter", fmt.Errorf("%w: n2 of default/3", ErrNotVoter), codes.FailedPrecondition},
+		{"unknown node", fmt.Errorf("%w %q", ErrUnknownNode, "n9"), codes.NotFound},
+		{"not leader", fmt.Errorf("%w: default/3", ErrNotLeader), codes.Unavailable},
+		{"no catalog leader", ErrNoCatalogLeader, codes.Unavailable},
+		{"raft failure", unavailable(errors.New("raft is already shutdown")), codes.Unavailable},
+		{"raft deadline", unavailable(context.DeadlineExceeded), codes.Unavailable},
+		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded},
+		{"canceled", fmt.Errorf("scan: %w", context.Canceled), codes.Canceled},
+		{"remote status passes through", remote, codes.NotFound},
+		{"anything else", errors.New("storage: closed"), codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := toStatus(tc.err)
+			if c := status.Code(got); c != tc.want {
+				t.Fatalf("code %v, want %v (%v)", c, tc.want, got)
+			}
+			if _, remote := status.FromError(tc.err); tc.err != nil && !remote && status.Convert(got).Message() != tc.err.Error() {
+				t.Fatalf("message %q, want %q", status.Convert(got).Message(), tc.err.Error())
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Errors of the Admin service.
+var (
+	// ErrNoCluster: the node runs without a site catalog, so the site-wide
+	// calls (Members, Shards, Drain) are not available.
+	ErrNoCluster = errors.New("admin: no cluster")
+	// ErrNodeIDRequired: the request names no node.
+	ErrNodeIDRequired = errors.New("admin: node_id is required")
+	// ErrNoCatalogLeader: the site catalog has no leader. Retryable.
+	ErrNoCatalogLeader = errors.New("admin: the site catalog has no leader")
+	// ErrPeerUnavailable: the connection to another node of the site
+	// failed. Retryable.
+	ErrPeerUnavailable = errors.New("admin: peer unavailable")
+)
+
+// adminCodeTable maps the Admin service's own errors to gRPC codes; the
+// errors it shares with the KV service (unknown keyspace, shard failures)
+// map through codeTable.
+var adminCodeTable = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrNoCluster, codes.Unimplemented},
+	{ErrNodeIDRequired, codes.InvalidArgument},
+	{ErrNoCatalogLeader, codes.Unavailable},
+	{ErrPeerUnavailable, codes.Unavailable},
+}
+
+// adminStatus converts an error of an Admin handler to a gRPC status
+// error.
+func adminStatus(err error) error {
+	for _, e := range adminCodeTable {
+		if errors.Is(err, e.err) {
+			return status.Error(e.code, err.Error())
+		}
+	}
+	return toStatus(err)
+}
+
+// peerUnavailable wraps a failure to reach another node.
+func peerUnavailable(err error) error {
+	return fmt.Errorf("%w: %w", ErrPeerUnavailable, err)
+}

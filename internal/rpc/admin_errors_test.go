@@ -1,0 +1,35 @@
+package rpc
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+)
+
+func TestAdminStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"nil", nil, codes.OK},
+		{"no cluster", ErrNoCluster, codes.Unimplemented},
+		{"node id", ErrNodeIDRequired, codes.InvalidArgument},
+		{"no catalog leader", ErrNoCatalogLeader, codes.Unavailable},
+		{"peer", peerUnavailable(errors.New("dial tcp: refused")), codes.Unavailable},
+		{"shared: unknown keyspace", router.ErrUnknownKeyspace, codes.NotFound},
+		{"shared: shard stopped", shard.ErrStopped, codes.Unavailable},
+		{"anything else", errors.New("boom"), codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := status.Code(adminStatus(tc.err)); got != tc.want {
+				t.Fatalf("code %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
