@@ -30,7 +30,13 @@ const (
 //
 //  1. A learner on a dead node or on a node outside the target is removed.
 //  2. A learner on a target node is promoted. (The driver promotes it once
-//     it has caught up.) Nothing else happens to a group with a learner.
+//     it has caught up.) But when promoting it would leave an even number
+//     of voters and the target has room for more, a learner is first added
+//     on the next target node holding no replica, so that a group grows
+//     from one voter to three with both learners caught up and promoted
+//     back to back rather than living with two voters (which lose their
+//     quorum with either one). A site of two nodes still gets two-voter
+//     groups. Nothing else happens to a group with a learner.
 //  3. If a target node holds no replica, a learner is added on the first
 //     such node in preference order. Voters that are not wanted stay.
 //  4. Otherwise every target node holds a voter, and one unwanted voter is
@@ -108,6 +114,22 @@ func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (st
 	for _, r := range reps {
 		if !r.Voter && (!live[r.Node] || !wanted[r.Node]) {
 			return mk(StepRemove, r.Node, prioDropLearner)
+		}
+	}
+	learners := 0
+	for _, r := range reps {
+		if !r.Voter {
+			learners++
+		}
+	}
+	if learners > 0 && (allVoters+1)%2 == 0 {
+		// Promoting now would leave an even voter set (two voters lose
+		// their quorum with either one): catch up one more learner on a
+		// target node first, then promote both back to back.
+		for _, n := range want {
+			if !held[n] && allVoters+learners < len(want) {
+				return mk(StepAddLearner, n, prioAddUnder)
+			}
 		}
 	}
 	for _, r := range reps {

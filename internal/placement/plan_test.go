@@ -40,6 +40,10 @@ func TestPlanSingleShard(t *testing.T) {
 		{"dead voter removed before a live surplus", reps("a", "b", "c", "d", "e"), []NodeID{"b", "c", "d", "e"}, []NodeID{"b"}, 3, "ks/0 remove a"},
 		{"dead voter without replacement", reps("a", "b", "c"), []NodeID{"a", "b"}, nil, 3, "ks/0 remove c"},
 		{"grow to r", reps("a"), abc, nil, 3, "ks/0 add-learner"},
+		{"second learner before a promotion to two voters", reps("a", "b~"), abc, nil, 3, "ks/0 add-learner c"},
+		{"both learners caught up: promote", reps("a", "b~", "c~"), abc, nil, 3, "ks/0 promote b"},
+		{"second of two promotions", reps("a", "b", "c~"), abc, nil, 3, "ks/0 promote c"},
+		{"two voters when the site has two nodes", reps("a", "b~"), []NodeID{"a", "b"}, nil, 3, "ks/0 promote b"},
 		{"shrink to r", reps("a", "b", "c"), abc, nil, 2, "ks/0 remove"},
 		{"last voter kept until replaced", reps("a"), []NodeID{"a", "b"}, []NodeID{"a"}, 1, "ks/0 add-learner b"},
 		{"lost quorum", reps("a", "b", "c"), []NodeID{"a", "d"}, nil, 3, ""},
@@ -62,6 +66,41 @@ func TestPlanSingleShard(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanGrowsOneVoterToThreeWithoutTwo: growing a group from one voter
+// to three, the planner never leaves it with two voters and no caught-up
+// learner to promote next.
+func TestPlanGrowsOneVoterToThreeWithoutTwo(t *testing.T) {
+	s := Shard{"ks", 0}
+	m := Map{Epoch: 1, Shards: map[Shard][]Replica{s: reps("a")}}
+	live := []NodeID{"a", "b", "c"}
+	var seq []string
+	for i := 0; i < 10; i++ {
+		steps := Plan(m, []Shard{s}, live, nil, 3, 1)
+		if len(steps) == 0 {
+			break
+		}
+		seq = append(seq, steps[0].String())
+		if err := m.Apply(steps[0]); err != nil {
+			t.Fatal(err)
+		}
+		voters, learners := 0, 0
+		for _, r := range m.Shards[s] {
+			if r.Voter {
+				voters++
+			} else {
+				learners++
+			}
+		}
+		if voters == 2 && learners == 0 {
+			t.Fatalf("after %v: two voters and no learner to promote", seq)
+		}
+	}
+	if got := len(m.Shards[s]); got != 3 {
+		t.Fatalf("after %v: %d replicas", seq, got)
+	}
+	t.Logf("steps: %v", seq)
 }
 
 func TestPlanIgnoresOtherShards(t *testing.T) {
