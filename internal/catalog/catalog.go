@@ -91,6 +91,9 @@ type Shards interface {
 	Leader(ctx context.Context, s placement.Shard, replicas []Node) (string, error)
 	// TransferLeader hands s's leadership to node.
 	TransferLeader(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
+	// RecoverAlone makes survivor's replica the only voter of s, giving
+	// up lost (placement.StepRecover).
+	RecoverAlone(ctx context.Context, s placement.Shard, survivor, lost Node) error
 }
 
 // Deps are a catalog's collaborators.
@@ -516,6 +519,25 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 	case placement.StepRemove:
 		if err := c.deps.Shards.Remove(ctx, s.Shard, replicas, node); err != nil {
 			return err
+		}
+		return step()
+	case placement.StepRecover:
+		// Raft first: the survivor goes on alone (it refuses unless its
+		// configuration is exactly the two voters of the map), then the
+		// map drops the lost voter. Repeating it after a failure between
+		// the two is harmless.
+		for _, r := range st.Map.Shards[s.Shard] {
+			if r.Node == s.Node {
+				continue
+			}
+			lost, ok := st.Nodes[string(r.Node)]
+			if !ok {
+				lost = Node{ID: string(r.Node)}
+			}
+			c.log.Warn("a two-voter group lost a voter: the survivor goes on alone", "shard", s.Shard.String(), "survivor", s.Node, "lost", lost.ID)
+			if err := c.deps.Shards.RecoverAlone(ctx, s.Shard, node, lost); err != nil {
+				return err
+			}
 		}
 		return step()
 	}

@@ -50,9 +50,16 @@ type Host struct {
 	deps Deps
 	log  *slog.Logger
 
+	// changing serializes Reconcile and RecoverAlone, which open and
+	// close replicas.
+	changing sync.Mutex
+
 	mu     sync.RWMutex
 	groups map[placement.Shard]*shard.Group // REQUIRES: mu
 }
+
+// ErrNotHosted is returned for a shard this node has no replica of.
+var ErrNotHosted = errors.New("host: shard not hosted here")
 
 // New returns an empty host.
 func New(deps Deps) *Host {
@@ -92,6 +99,8 @@ func storageID(s placement.Shard) storage.ShardID {
 // shards m assigns to it. Errors of single shards are collected; the rest
 // proceed.
 func (h *Host) Reconcile(m placement.Map) error {
+	h.changing.Lock()
+	defer h.changing.Unlock()
 	self := placement.NodeID(h.deps.NodeID)
 	want := map[placement.Shard][]placement.Replica{}
 	for s, reps := range m.Shards {
@@ -106,7 +115,7 @@ func (h *Host) Reconcile(m placement.Map) error {
 		if h.Group(s) != nil {
 			continue
 		}
-		if err := h.open(s, reps); err != nil {
+		if err := h.open(s, reps, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -126,7 +135,9 @@ func (h *Host) Reconcile(m placement.Map) error {
 	return errors.Join(errs...)
 }
 
-func (h *Host) open(s placement.Shard, reps []placement.Replica) error {
+// open opens this node's replica of s; lost, if not empty, makes it go
+// on as its group's only voter (RecoverAlone).
+func (h *Host) open(s placement.Shard, reps []placement.Replica, lost []string) error {
 	id := storageID(s)
 	trans, err := h.deps.Transports.Transport(id.String())
 	if err != nil {
@@ -137,6 +148,7 @@ func (h *Host) open(s placement.Shard, reps []placement.Replica) error {
 	// A shard whose only replica is this node is created here; any other
 	// new replica is empty until the shard's leader adds it.
 	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
+	d.RecoverAlone = lost
 	g, err := shard.Open(id, h.deps.Shard, d)
 	if err != nil {
 		if c, ok := trans.(interface{ Close() error }); ok {
@@ -148,6 +160,30 @@ func (h *Host) open(s placement.Shard, reps []placement.Replica) error {
 	h.groups[s] = g
 	h.mu.Unlock()
 	h.log.Info("opened shard replica", "shard", id.String(), "bootstrap", d.Bootstrap)
+	return nil
+}
+
+// RecoverAlone reopens this node's replica of s as the only voter of its
+// group, giving up the lost voters (placement.StepRecover; docs/adr/013).
+// The replica refuses (shard.ErrUnsafeRecovery) unless its configuration
+// is exactly two voters, itself and a lost one.
+func (h *Host) RecoverAlone(s placement.Shard, lost []string) error {
+	h.changing.Lock()
+	defer h.changing.Unlock()
+	h.mu.Lock()
+	g := h.groups[s]
+	delete(h.groups, s)
+	h.mu.Unlock()
+	if g == nil {
+		return fmt.Errorf("%w: %s", ErrNotHosted, s)
+	}
+	if err := g.Close(); err != nil {
+		h.log.Warn("closing replica to recover it", "shard", s.String(), "err", err)
+	}
+	if err := h.open(s, nil, lost); err != nil {
+		// Refused: serve the replica as it was, and report why.
+		return errors.Join(err, h.open(s, nil, nil))
+	}
 	return nil
 }
 

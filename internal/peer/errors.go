@@ -32,6 +32,9 @@ var (
 	ErrNotLeader = errors.New("peer: not the shard leader")
 	// ErrNoCatalogLeader: the site catalog has no leader. Retryable.
 	ErrNoCatalogLeader = errors.New("peer: the site catalog has no leader")
+	// ErrUnsafeRecovery: a replica refused to go on alone, because its
+	// configuration is not exactly two voters, itself and the lost one.
+	ErrUnsafeRecovery = errors.New("peer: recovery is not safe")
 	// ErrUnavailable: raft, the site catalog or the connection to another
 	// node failed the operation. Retryable.
 	ErrUnavailable = errors.New("peer: unavailable")
@@ -52,6 +55,7 @@ var codeTable = []struct {
 	{ErrUnknownOp, codes.InvalidArgument},
 	{ErrNotHosted, codes.FailedPrecondition},
 	{ErrNotVoter, codes.FailedPrecondition},
+	{ErrUnsafeRecovery, codes.FailedPrecondition},
 	{ErrUnknownNode, codes.NotFound},
 	{ErrNotLeader, codes.Unavailable},
 	{ErrNoCatalogLeader, codes.Unavailable},

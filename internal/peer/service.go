@@ -18,6 +18,8 @@ import (
 // Local gives the service this node's replicas.
 type Local interface {
 	Group(s placement.Shard) *shard.Group
+	// RecoverAlone reopens the replica of s as its group's only voter.
+	RecoverAlone(s placement.Shard, lost []string) error
 }
 
 // Service implements peerv1.NodeServer.
@@ -104,6 +106,9 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 	g, err := s.group(req.Shard)
 	if err != nil {
 		return nil, err
+	}
+	if req.Op == peerv1.ChangeReplicasRequest_OP_RECOVER_ALONE {
+		return s.recoverAlone(req)
 	}
 	if !g.IsLeader() {
 		return nil, toStatus(fmt.Errorf("%w: %s is led by %q", ErrNotLeader, g.ID(), g.Leader()))
@@ -202,6 +207,23 @@ func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*p
 	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch}, nil
 }
 
+// recoverAlone makes this node's replica the only voter of its group,
+// giving up req.NodeId (docs/adr/013). It is sent to the survivor, not to
+// a leader: a two-voter group that lost a voter has none.
+func (s *Service) recoverAlone(req *peerv1.ChangeReplicasRequest) (*peerv1.ChangeReplicasResponse, error) {
+	if req.NodeId == "" {
+		return nil, toStatus(ErrNodeIDRequired)
+	}
+	sh, _ := shardOf(req.Shard)
+	if err := s.local.RecoverAlone(sh, []string{req.NodeId}); err != nil {
+		if errors.Is(err, shard.ErrUnsafeRecovery) {
+			return nil, toStatus(fmt.Errorf("%w: %w", ErrUnsafeRecovery, err))
+		}
+		return nil, toStatus(unavailable(err))
+	}
+	return &peerv1.ChangeReplicasResponse{}, nil
+}
+
 // Shards implements catalog.Shards over the peer service.
 type Shards struct {
 	Pool *Pool
@@ -273,6 +295,17 @@ func (x Shards) Promote(ctx context.Context, s placement.Shard, replicas []catal
 // Remove implements catalog.Shards.
 func (x Shards) Remove(ctx context.Context, s placement.Shard, replicas []catalog.Node, n catalog.Node) error {
 	return x.change(ctx, s, replicas, n, peerv1.ChangeReplicasRequest_OP_REMOVE)
+}
+
+// RecoverAlone implements catalog.Shards: survivor's replica goes on as
+// the only voter of s, giving up lost.
+func (x Shards) RecoverAlone(ctx context.Context, s placement.Shard, survivor, lost catalog.Node) error {
+	c, err := x.Pool.Node(survivor.PeerAddr)
+	if err != nil {
+		return err
+	}
+	_, err = c.ChangeReplicas(ctx, &peerv1.ChangeReplicasRequest{Shard: ref(s), Op: peerv1.ChangeReplicasRequest_OP_RECOVER_ALONE, NodeId: lost.ID})
+	return err
 }
 
 // Leader implements catalog.Shards.

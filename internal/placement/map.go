@@ -105,9 +105,13 @@ const (
 	StepPromote
 	// StepRemove removes the node's replica, voter or learner.
 	StepRemove
+	// StepRecover makes the node's voter the only replica of a two-voter
+	// group whose other voter is dead: every committed entry needed both
+	// voters, so the survivor holds them all (docs/adr/013).
+	StepRecover
 )
 
-// String returns "add-learner", "promote" or "remove".
+// String returns "add-learner", "promote", "remove" or "recover".
 func (k StepKind) String() string {
 	switch k {
 	case StepAddLearner:
@@ -116,6 +120,8 @@ func (k StepKind) String() string {
 		return "promote"
 	case StepRemove:
 		return "remove"
+	case StepRecover:
+		return "recover"
 	default:
 		return fmt.Sprintf("StepKind(%d)", int(k))
 	}
@@ -173,6 +179,11 @@ func (m *Map) Apply(s Step) error {
 		if len(next) == 0 {
 			next = nil
 		}
+	case StepRecover:
+		if i < 0 || !reps[i].Voter || len(reps) != 2 || voters(reps) != 2 {
+			return fmt.Errorf("%w: %v: recovery needs exactly two voters, the node one of them", ErrInvalidStep, s)
+		}
+		next = []Replica{reps[i]}
 	default:
 		return fmt.Errorf("%w: %v", ErrInvalidStep, s)
 	}

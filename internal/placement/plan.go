@@ -9,7 +9,8 @@ import (
 // maxConcurrent cuts the list, work that finishes a move in flight or
 // restores redundancy goes before work that only improves balance.
 const (
-	prioDropLearner   = iota + 1 // remove a learner that is not wanted
+	prioRecover       = iota + 1 // a two-voter group lost a voter: the survivor goes on alone
+	prioDropLearner              // remove a learner that is not wanted
 	prioPromote                  // promote a wanted learner
 	prioRemoveDead               // remove a voter on a dead node, replacement done
 	prioAddUnder                 // add a learner to a group short of live voters
@@ -25,8 +26,16 @@ const (
 // A node in draining or in current but not in live receives no new replica;
 // a node not in live is dead. Shards listed but absent from current, and
 // shards of current that are not listed, are left alone, and so is a shard
-// whose live voters are not a majority of its voters (see LostQuorum) or
-// for which no node is eligible. For every other shard the rules, in order:
+// for which no node is eligible. A shard whose live voters are not a
+// majority of its voters (see LostQuorum) is left alone too, except:
+//
+//  0. A group of exactly two voters and no learner, one of them on a dead
+//     node, is recovered: the live voter goes on alone (StepRecover). Both
+//     voters acknowledged every entry committed since the second one was
+//     promoted, and it had the log before that, so the survivor holds every
+//     committed entry. Rules 1-4 then bring the group back to the target.
+//
+// For every other shard the rules, in order:
 //
 //  1. A learner on a dead node or on a node outside the target is removed.
 //  2. A learner on a target node is promoted. (The driver promotes it once
@@ -91,7 +100,20 @@ func Plan(current Map, shards []Shard, live []NodeID, draining []NodeID, r int, 
 // normalized, towards the target nodes want (in preference order), and its
 // priority; ok is false when the shard needs nothing or must be left alone.
 func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (step Step, prio int, ok bool) {
-	if len(want) == 0 || !hasQuorum(reps, live) {
+	if len(want) == 0 {
+		return Step{}, 0, false
+	}
+	if !hasQuorum(reps, live) {
+		// Rule 0: a group of exactly two voters and nothing else, one of
+		// them dead, goes on with the live one alone. Any other lost
+		// quorum is left to the operator.
+		if len(reps) == 2 && reps[0].Voter && reps[1].Voter && live[reps[0].Node] != live[reps[1].Node] {
+			n := reps[0].Node
+			if !live[n] {
+				n = reps[1].Node
+			}
+			return Step{Shard: s, Kind: StepRecover, Node: n}, prioRecover, true
+		}
 		return Step{}, 0, false
 	}
 	wanted := setOf(want)

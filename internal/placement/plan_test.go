@@ -47,6 +47,9 @@ func TestPlanSingleShard(t *testing.T) {
 		{"shrink to r", reps("a", "b", "c"), abc, nil, 2, "ks/0 remove"},
 		{"last voter kept until replaced", reps("a"), []NodeID{"a", "b"}, []NodeID{"a"}, 1, "ks/0 add-learner b"},
 		{"lost quorum", reps("a", "b", "c"), []NodeID{"a", "d"}, nil, 3, ""},
+		{"two voters, one dead: the survivor goes on alone", reps("a", "b"), []NodeID{"a", "c"}, nil, 3, "ks/0 recover a"},
+		{"two voters, one dead, a learner: left to the operator", reps("a", "b", "c~"), []NodeID{"a", "c"}, nil, 3, ""},
+		{"two voters, both dead", reps("a", "b"), []NodeID{"c"}, nil, 3, ""},
 		{"no voter", reps("a~"), abc, nil, 3, ""},
 		{"no eligible node", reps("a", "b", "c"), abc, abc, 3, ""},
 		{"dead and draining", reps("a", "b", "c", "d"), []NodeID{"b", "c", "d"}, []NodeID{"a", "b"}, 3, "ks/0 remove a"},
@@ -175,8 +178,12 @@ func runPlan(m Map, shards []Shard, live, draining []NodeID, r, maxConcurrent in
 	for s, rs := range start.Shards {
 		k := len(target[s])
 		floor[s] = min(voters(rs), k)
-		healthy[s] = listed[s] && k > 0 && hasQuorum(rs, isLive)
-		if healthy[s] {
+		recoverable := len(rs) == 2 && voters(rs) == 2 && isLive[rs[0].Node] != isLive[rs[1].Node]
+		healthy[s] = listed[s] && k > 0 && (hasQuorum(rs, isLive) || recoverable)
+		if healthy[s] && recoverable {
+			floor[s] = 1 // the survivor goes on alone, then grows back
+			bound += 1 + 1 + 2*k
+		} else if healthy[s] {
 			bound += len(rs) + 2*k // learners + voters + 2 per target node
 		}
 	}
@@ -199,7 +206,7 @@ func runPlan(m Map, shards []Shard, live, draining []NodeID, r, maxConcurrent in
 			if !healthy[st.Shard] {
 				return m, total, fmt.Errorf("round %d: step %v for a shard Plan must leave alone", round, st)
 			}
-			if st.Kind != StepRemove && (!isLive[st.Node] || isDraining[st.Node]) {
+			if st.Kind != StepRemove && st.Kind != StepRecover && (!isLive[st.Node] || isDraining[st.Node]) {
 				return m, total, fmt.Errorf("round %d: step %v on a node that is not eligible", round, st)
 			}
 			epoch := m.Epoch

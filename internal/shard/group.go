@@ -56,6 +56,9 @@ type Deps struct {
 	// Peers are the voters a brand-new group is bootstrapped with (itself
 	// included). Ignored when the group already has state.
 	Peers []raft.Server
+	// RecoverAlone, when not empty, names the lost voter of a two-voter
+	// group: the replica goes on as the only voter (see recoverAlone).
+	RecoverAlone []string
 }
 
 // Group is this node's replica of one shard.
@@ -146,6 +149,12 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, deps.Transport, raft.Configuration{Servers: peers}); err != nil {
 			return nil, fmt.Errorf("shard %s: bootstrap: %w", id, err)
 		}
+	}
+	if len(deps.RecoverAlone) > 0 {
+		if err := recoverAlone(logs, store, snaps, rc.LocalID, deps.Transport.LocalAddr(), deps.RecoverAlone); err != nil {
+			return nil, fmt.Errorf("shard %s: recover: %w", id, err)
+		}
+		g.log.Warn("going on as the only voter of the group", "lost", deps.RecoverAlone)
 	}
 	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
 	if err != nil {

@@ -30,6 +30,10 @@ const (
 	ChangeReplicasRequest_OP_REMOVE      ChangeReplicasRequest_Op = 3
 	// Hand the shard's leadership to the node.
 	ChangeReplicasRequest_OP_TRANSFER_LEADER ChangeReplicasRequest_Op = 4
+	// Sent to a voter of a two-voter group whose other voter (node_id) is
+	// lost: the receiving node's replica goes on as the only voter. It
+	// refuses unless its configuration is exactly those two voters.
+	ChangeReplicasRequest_OP_RECOVER_ALONE ChangeReplicasRequest_Op = 5
 )
 
 // Enum value maps for ChangeReplicasRequest_Op.
@@ -40,6 +44,7 @@ var (
 		2: "OP_PROMOTE",
 		3: "OP_REMOVE",
 		4: "OP_TRANSFER_LEADER",
+		5: "OP_RECOVER_ALONE",
 	}
 	ChangeReplicasRequest_Op_value = map[string]int32{
 		"OP_UNSPECIFIED":     0,
@@ -47,6 +52,7 @@ var (
 		"OP_PROMOTE":         2,
 		"OP_REMOVE":          3,
 		"OP_TRANSFER_LEADER": 4,
+		"OP_RECOVER_ALONE":   5,
 	}
 )
 
@@ -905,19 +911,20 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x04site\x18\x04 \x01(\tR\x04site\"Y\n" +
 	"\x11ScanShardResponse\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.causeway.peer.v1.ScanItemR\x05items\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x02\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xb6\x02\n" +
 	"\x15ChangeReplicasRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12:\n" +
 	"\x02op\x18\x02 \x01(\x0e2*.causeway.peer.v1.ChangeReplicasRequest.OpR\x02op\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"c\n" +
+	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"y\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_ADD_LEARNER\x10\x01\x12\x0e\n" +
 	"\n" +
 	"OP_PROMOTE\x10\x02\x12\r\n" +
 	"\tOP_REMOVE\x10\x03\x12\x16\n" +
-	"\x12OP_TRANSFER_LEADER\x10\x04\".\n" +
+	"\x12OP_TRANSFER_LEADER\x10\x04\x12\x14\n" +
+	"\x10OP_RECOVER_ALONE\x10\x05\".\n" +
 	"\x16ChangeReplicasResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
 	"\x14ReplicaStatusRequest\x120\n" +
