@@ -1,9 +1,0 @@
-//go:build !linux
-
-package wal
-
-import "os"
-
-func datasync(f *os.File) error { return f.Sync() }
-
-func preallocate(f *os.File, size int64) error { return extend(f, size) }
