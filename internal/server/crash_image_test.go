@@ -461,3 +461,48 @@ func (w *warnings) String() string {
 	}
 	return strings.Join(w.last, "\n")
 }
+
+// TestMissingSnapshotIsRefused: a shard whose raft log was truncated
+// behind a snapshot that is gone (here: deleted) does not open, and says
+// why, instead of running without the truncated entries (raft would
+// panic applying them).
+func TestMissingSnapshotIsRefused(t *testing.T) {
+	fs := vfs.NewMem()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.FS = fs
+	cfg.Shard.TrailingLogs = 4
+	n := start(t, cfg)
+	for i := 0; i < 50; i++ {
+		n.put(t, fmt.Sprint("k", i), "v")
+	}
+	for _, g := range n.srv.Groups() {
+		if err := g.Snapshot(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if st := g.Status(); st.FirstLogIndex <= 1 {
+			t.Fatalf("shard %s: log not truncated: %+v", st.ID, st)
+		}
+	}
+	n.srv.Stop()
+	if err := fs.RemoveAll(filepath.Join(dir, "snapshots", "default")); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &warnings{}
+	srv, err := New(cfg, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	waitFor(t, 20*time.Second, "the shards are refused", func() bool {
+		return strings.Count(logs.String(), snapstore.ErrLogGap.Error()) >= 2
+	})
+	if srv.Ready() == nil {
+		t.Fatal("the node is ready without its snapshots")
+	}
+}
