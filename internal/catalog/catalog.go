@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -18,7 +17,9 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/vfs"
 )
 
 // GroupName is the raft group name of the catalog.
@@ -33,6 +34,8 @@ type Config struct {
 	NodeID, PeerAddr, ClientAddr string
 	// SnapshotDir holds the catalog's raft snapshots.
 	SnapshotDir string
+	// FS is the file system of SnapshotDir; nil means the real one.
+	FS vfs.FS
 	// Keyspaces to place, with their shard counts.
 	Keyspaces map[string]uint32
 	// Replicas is R, the replicas per shard (fewer while the site is smaller).
@@ -133,15 +136,14 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true
-	dir := filepath.Join(cfg.SnapshotDir, GroupName)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger)
+	snaps, err := snapstore.New(snapstore.Config{Dir: filepath.Join(cfg.SnapshotDir, GroupName), Retain: 2, FS: cfg.FS}, c.log)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	store := deps.LogDB.RaftStore(GroupName)
+	if err := snapstore.CheckLog(snaps, store); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		return nil, err

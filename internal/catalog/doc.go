@@ -5,7 +5,8 @@
 // voters, the others as non-voters), so every node has a local, consistent
 // copy to route with. Gossip (package membership) only says who is alive.
 //
-// The FSM (fsm.go) is deterministic and in memory; raft snapshots carry it.
+// The FSM (fsm.go) is deterministic and in memory; raft snapshots carry it
+// (a snapstore.Store on Config.FS).
 // The catalog leader runs the rebalancer (rebalance.go): it compares the map
 // with the live, non-draining nodes, asks package placement for the next
 // make-before-break steps and executes them through the shard leaders.

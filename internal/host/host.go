@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/vfs"
 )
 
 // Transports hands out one raft transport per group.
@@ -203,7 +202,7 @@ func (h *Host) drop(s placement.Shard) error {
 	err := errors.Join(
 		h.deps.LogDB.Drop(id.String()),
 		h.deps.DB.Update(func(tx *storage.Tx) error { return tx.DropShard(id) }),
-		os.RemoveAll(filepath.Join(h.deps.Shard.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))),
+		vfs.OrDefault(h.deps.Shard.FS).RemoveAll(shard.SnapshotDir(h.deps.Shard, id)),
 	)
 	if err != nil {
 		return fmt.Errorf("host: drop %s: %w", id, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/vfs"
 )
 
 // Config configures one node.
@@ -60,6 +61,11 @@ type Config struct {
 	// BootID identifies the machine's current boot; empty means read it
 	// from the kernel. (Tests set it to simulate a reboot.)
 	BootID string
+	// FS is the file system of the write-ahead log and the raft snapshots
+	// (raft.db and state.db are bbolt files, always on the real one); nil
+	// means the real file system. Only tests set it (a vfs.MemFS, to take
+	// crash images).
+	FS vfs.FS
 }
 
 // DefaultConfig returns the configuration of `kvd` without flags: a

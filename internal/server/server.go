@@ -89,6 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.Default()
 	}
 	cfg.Shard.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
+	cfg.Shard.FS = cfg.FS
 	return &Server{cfg: cfg, log: logger.With("site", cfg.Site, "node", cfg.NodeID), reg: prometheus.NewRegistry()}, nil
 }
 
@@ -174,7 +175,7 @@ func (s *Server) Start() (err error) {
 	}
 	ccfg := catalog.DefaultConfig()
 	ccfg.NodeID, ccfg.PeerAddr, ccfg.ClientAddr = s.cfg.NodeID, peerAddr, clientAddr
-	ccfg.SnapshotDir = s.cfg.Shard.SnapshotDir
+	ccfg.SnapshotDir, ccfg.FS = s.cfg.Shard.SnapshotDir, s.cfg.FS
 	ccfg.Keyspaces = keyspaces
 	ccfg.Replicas = s.cfg.Replicas
 	ccfg.DeadGrace = s.cfg.DeadGrace
@@ -290,7 +291,7 @@ func (s *Server) openStorage() (err error) {
 		return err
 	}
 	walCfg := wal.DefaultConfig(filepath.Join(s.cfg.DataDir, walDir))
-	walCfg.NoSync = s.cfg.NoSync
+	walCfg.NoSync, walCfg.FS = s.cfg.NoSync, s.cfg.FS
 	if s.wal, err = wal.Open(walCfg, s.log, s.reg); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func TestUpgradeMovesRaftLogsToWAL(t *testing.T) {
 		t.Helper()
 		for i := 0; i < 200; i++ {
 			k := fmt.Sprintf("k%03d", i)
-			if g := n.get(t, k); !g.Found || string(g.Value) != fmt.Sprint("v", i) {
+			if g := n.getStrong(t, k); !g.Found || string(g.Value) != fmt.Sprint("v", i) {
 				t.Fatalf("%s after the upgrade: %v", k, g)
 			}
 		}
@@ -92,7 +92,7 @@ func TestUpgradeMovesRaftLogsToWAL(t *testing.T) {
 		}
 		n = start(t, cfg)
 		check(n)
-		if g := n.get(t, "after"); !g.Found || string(g.Value) != "upgrade" {
+		if g := n.getStrong(t, "after"); !g.Found || string(g.Value) != "upgrade" {
 			t.Fatalf("write after the upgrade (rebuild %v): %v", rebuild, g)
 		}
 		n.srv.Stop()

@@ -3,6 +3,8 @@ package shard
 import (
 	"errors"
 	"time"
+
+	"github.com/causeway-db/causeway/internal/vfs"
 )
 
 // Config configures every shard group of a node.
@@ -10,6 +12,9 @@ type Config struct {
 	// SnapshotDir is the directory under which each group keeps its raft
 	// snapshots (one subdirectory per group).
 	SnapshotDir string
+	// FS is the file system of SnapshotDir; nil means the real one. Tests
+	// set a vfs.MemFS to take crash images.
+	FS vfs.FS
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one.
 	SnapshotThreshold uint64

@@ -1,6 +1,8 @@
 // Package shard runs the replica of one shard on this node: a hashicorp/raft
 // group whose log lives in the node's write-ahead log and whose stable store
-// in raft.db (storage.RaftLogs), and whose state machine is fsm.FSM.
+// in raft.db (storage.RaftLogs), whose snapshots are in a snapstore.Store
+// on Config.FS, and whose state machine is fsm.FSM. A replica whose log
+// does not continue its newest snapshot refuses to open.
 //
 // A Group offers the three things the request path needs: Propose (a
 // replicated command, answered after commit and apply on this node),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -121,15 +121,14 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	rc.NoSnapshotRestoreOnStart = true // the FSM state is persistent
 	rc.NoLegacyTelemetry = true
 
-	dir := filepath.Join(cfg.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("shard %s: %w", id, err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	snaps, err := snapstore.New(snapstore.Config{Dir: SnapshotDir(cfg, id), Retain: 2, FS: cfg.FS}, g.log)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: snapshot store: %w", id, err)
 	}
 	store := deps.LogDB.RaftStore(id.String())
+	if err := snapstore.CheckLog(snaps, store); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", id, err)
+	}
 	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
 		return nil, err
@@ -169,6 +168,11 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		go g.gcLoop()
 	}
 	return g, nil
+}
+
+// SnapshotDir is the directory of shard id's raft snapshots.
+func SnapshotDir(cfg Config, id storage.ShardID) string {
+	return filepath.Join(cfg.SnapshotDir, id.Keyspace, fmt.Sprint(id.Shard))
 }
 
 // catchUpFromSnapshot restores the newest snapshot when the persistent

@@ -27,4 +27,14 @@
 // last good record and preallocated again (zeros), so nothing stale can
 // follow the records appended next. A failed write or fdatasync
 // makes the WAL refuse further writes until it is reopened.
+//
+// Every file operation goes through Config.FS (package vfs; the real file
+// system by default), so tests can run the WAL on a vfs.MemFS and take
+// crash images, or fail chosen operations with vfs/errorfs. What makes a
+// record durable is, in order: the segment's creation (the file is
+// preallocated, its header written and fsynced, then the directory
+// fsynced), the record's write and the batch's fdatasync; a segment's
+// removal is followed by a directory fsync before the next one is
+// removed. NoSync, and the wal-sync guard (internal/guards, test builds
+// only), skip every one of these syncs.
 package wal

@@ -20,6 +20,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/vfs"
 )
 
 // Errors returned by the WAL.
@@ -56,9 +59,13 @@ type Config struct {
 	// MaxBatchBytes bounds the records written by one group commit (one
 	// larger request is still written alone).
 	MaxBatchBytes int
-	// NoSync disables fdatasync. Only for tests and benchmarks that
-	// measure everything but the disk; never in production.
+	// NoSync disables every fdatasync, fsync and directory sync. Only for
+	// tests and benchmarks that measure everything but the disk; never in
+	// production.
 	NoSync bool
+	// FS is the file system of Dir; nil means the real one (vfs.Default).
+	// Tests set it to a vfs.MemFS to take crash images.
+	FS vfs.FS
 }
 
 // DefaultConfig returns the production defaults for a WAL in dir.
@@ -84,9 +91,11 @@ func (c Config) Validate() error {
 // WAL is a node's write-ahead log: the raft logs of all its groups in one
 // sequence of segment files. It is safe for concurrent use.
 type WAL struct {
-	cfg Config
-	log *slog.Logger
-	m   *metrics
+	cfg    Config
+	fs     vfs.FS
+	noSync bool // cfg.NoSync, or the wal-sync guard is off
+	log    *slog.Logger
+	m      *metrics
 
 	mu struct {
 		sync.RWMutex
@@ -113,7 +122,7 @@ type WAL struct {
 
 type segment struct {
 	seq  uint32
-	f    *os.File
+	f    vfs.File
 	size int64 // end of the written records; committer only
 	// live counts the entries whose current location is in this segment;
 	// written by the committer under mu.
@@ -165,6 +174,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, err
 	}
 	w := &WAL{
 		cfg:     cfg,
+		fs:      vfs.OrDefault(cfg.FS),
+		noSync:  cfg.NoSync || guards.Off(guards.WALSync),
 		log:     logger.With("component", "wal"),
 		pending: make(map[string]uint64),
 		reqs:    make(chan *request, 1024),
@@ -185,15 +196,14 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, err
 func segmentName(seq uint32) string { return fmt.Sprintf("%016x%s", seq, segmentSuffix) }
 
 func (w *WAL) recover() error {
-	if _, err := os.Stat(w.cfg.Dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
-			return fmt.Errorf("wal: %w", err)
-		}
-		if err := syncDir(filepath.Dir(w.cfg.Dir)); err != nil {
-			return err
-		}
+	mkdir := func() error { return vfs.MkdirAllSync(w.fs, w.cfg.Dir, 0o700) }
+	if w.noSync {
+		mkdir = func() error { return w.fs.MkdirAll(w.cfg.Dir, 0o700) }
 	}
-	entries, err := os.ReadDir(w.cfg.Dir)
+	if err := mkdir(); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	entries, err := w.fs.ReadDir(w.cfg.Dir)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -240,7 +250,7 @@ func (w *WAL) recover() error {
 // It returns nil for a last segment whose creation was interrupted (removed).
 func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 	path := filepath.Join(w.cfg.Dir, segmentName(seq))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := w.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
@@ -250,10 +260,10 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 			// Crashed while creating the segment: it holds nothing.
 			w.log.Warn("wal: removing incompletely created segment", "segment", path)
 			_ = f.Close()
-			if err := os.Remove(path); err != nil {
+			if err := w.fs.Remove(path); err != nil {
 				return nil, fmt.Errorf("wal: %w", err)
 			}
-			return nil, syncDir(w.cfg.Dir)
+			return nil, w.syncDir()
 		}
 		_ = f.Close()
 		return nil, fmt.Errorf("%w: %s has no valid segment header", ErrCorrupt, path)
@@ -288,9 +298,9 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 		// nothing stale can ever follow a new record.
 		err := f.Truncate(end)
 		if err == nil {
-			err = preallocate(f, w.cfg.SegmentBytes)
+			err = f.Preallocate(w.cfg.SegmentBytes)
 		}
-		if err == nil {
+		if err == nil && !w.noSync {
 			err = f.Sync()
 		}
 		if err != nil {
@@ -366,38 +376,38 @@ func scan(r io.Reader, off, size int64, fn func(off int64, n int, rec record)) (
 
 func (w *WAL) createSegment(seq uint32) (*segment, error) {
 	path := filepath.Join(w.cfg.Dir, segmentName(seq))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	hdr := append([]byte(segMagic), make([]byte, 8)...)
 	binary.BigEndian.PutUint64(hdr[8:], uint64(seq))
-	err = preallocate(f, w.cfg.SegmentBytes)
+	err = f.Preallocate(w.cfg.SegmentBytes)
 	if err == nil {
 		_, err = f.WriteAt(hdr, 0)
 	}
-	if err == nil && !w.cfg.NoSync {
+	if err == nil && !w.noSync {
 		err = f.Sync()
 	}
-	if err == nil && !w.cfg.NoSync {
-		err = syncDir(w.cfg.Dir)
+	if err == nil {
+		err = w.syncDir()
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = os.Remove(path)
+		_ = w.fs.Remove(path)
 		return nil, fmt.Errorf("wal: create segment: %w", err)
 	}
 	return &segment{seq: seq, f: f, size: segHeaderLen}, nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("wal: %w", err)
+// syncDir makes the segment directory's entries durable (unless syncs
+// are off).
+func (w *WAL) syncDir() error {
+	if w.noSync {
+		return nil
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: sync %s: %w", dir, err)
+	if err := vfs.SyncDir(w.fs, w.cfg.Dir); err != nil {
+		return fmt.Errorf("wal: %w", err)
 	}
 	return nil
 }
@@ -445,12 +455,12 @@ func (w *WAL) removeDead() {
 	for len(w.order) > 1 && w.order[0].live == 0 {
 		s := w.order[0]
 		path := filepath.Join(w.cfg.Dir, segmentName(s.seq))
-		err := os.Remove(path)
+		err := w.fs.Remove(path)
 		if errors.Is(err, os.ErrNotExist) { // removed, but the sync failed
 			err = nil
 		}
-		if err == nil && !w.cfg.NoSync {
-			err = syncDir(w.cfg.Dir)
+		if err == nil {
+			err = w.syncDir()
 		}
 		if err != nil {
 			// Retried after the next commit.
@@ -608,9 +618,9 @@ func (w *WAL) commit(batch []*request) {
 	if err == nil {
 		_, err = head.f.WriteAt(buf, off+int64(len(reloc)))
 	}
-	if err == nil && !w.cfg.NoSync {
+	if err == nil && !w.noSync {
 		fs := time.Now()
-		err = datasync(head.f)
+		err = head.f.SyncData()
 		w.m.fsyncSeconds.Observe(time.Since(fs).Seconds())
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package wal
+package vfs
 
 import (
 	"errors"
@@ -11,7 +11,10 @@ func datasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
 		if !errors.Is(err, syscall.EINTR) {
-			return err
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
 		}
 	}
 }
@@ -25,5 +28,8 @@ func preallocate(f *os.File, size int64) error {
 	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
 		return extend(f, size)
 	}
-	return err
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
 }

@@ -1,0 +1,288 @@
+package snapstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/causeway-db/causeway/internal/vfs"
+	"github.com/causeway-db/causeway/internal/vfs/errorfs"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+var testConf = raft.Configuration{Servers: []raft.Server{
+	{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:7381"},
+	{Suffrage: raft.Nonvoter, ID: "n2", Address: "127.0.0.1:7391"},
+}}
+
+// clock names snapshots with increasing milliseconds.
+func clock() func() time.Time {
+	t := time.UnixMilli(1_700_000_000_000)
+	return func() time.Time { t = t.Add(time.Millisecond); return t }
+}
+
+func open(t *testing.T, fs vfs.FS, dir string) *Store {
+	t.Helper()
+	s, err := New(Config{Dir: dir, Retain: 2, FS: fs, Now: clock()}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func state(index uint64) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("state at %d;", index)), 3000)
+}
+
+// write stores a snapshot of index (term 3) whose state is state(index).
+func write(t *testing.T, s raft.SnapshotStore, index uint64) string {
+	t.Helper()
+	_, trans := raft.NewInmemTransport("127.0.0.1:7381")
+	k, err := s.Create(1, index, 3, testConf, 2, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Write(state(index)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return k.ID()
+}
+
+// check requires s to list exactly the snapshots of indexes, newest first,
+// each readable with its state.
+func check(t *testing.T, s raft.SnapshotStore, indexes ...uint64) {
+	t.Helper()
+	list, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, m := range list {
+		got = append(got, m.Index)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(indexes) {
+		t.Fatalf("List: indexes %v, want %v", got, indexes)
+	}
+	for _, m := range list {
+		om, rc, err := s.Open(m.ID)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", m.ID, err)
+		}
+		b, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || !bytes.Equal(b, state(m.Index)) {
+			t.Fatalf("Open(%s): %d bytes, %v", m.ID, len(b), err)
+		}
+		if om.Index != m.Index || om.Term != 3 || om.Size != int64(len(b)) || om.ConfigurationIndex != 2 ||
+			!reflect.DeepEqual(om.Configuration, testConf) || om.Version != 1 {
+			t.Fatalf("Open(%s) meta: %+v", m.ID, om)
+		}
+	}
+}
+
+// TestReadsFileSnapshotStore: snapshots written by hashicorp/raft's
+// FileSnapshotStore (every existing data directory) are listed and opened,
+// and the other way round (an older binary reads ours).
+func TestReadsFileSnapshotStore(t *testing.T) {
+	dir := t.TempDir()
+	theirs, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, theirs, 10)
+	write(t, theirs, 20)
+	ours := open(t, nil, dir)
+	check(t, ours, 20, 10)
+
+	write(t, ours, 30)
+	check(t, ours, 30, 20)
+	check(t, theirs, 30, 20)
+	entries, err := os.ReadDir(filepath.Join(dir, "snapshots"))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("snapshot directories after retaining 2: %v, %v", entries, err)
+	}
+	for _, name := range []string{metaFile, stateFile} {
+		if _, err := os.Stat(filepath.Join(dir, "snapshots", entries[1].Name(), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRetainAndCancel(t *testing.T) {
+	fs := vfs.NewMem()
+	s := open(t, fs, "/d")
+	for i := uint64(1); i <= 5; i++ {
+		write(t, s, i*100)
+	}
+	check(t, s, 500, 400)
+	k, err := s.Create(1, 600, 3, testConf, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = k.Write([]byte("partial"))
+	check(t, s, 500, 400) // in progress: not listed
+	if err := k.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := fs.ReadDir("/d/snapshots")
+	if len(entries) != 2 {
+		t.Fatalf("after Cancel: %v", entries)
+	}
+	if _, err := s.Create(2, 1, 1, testConf, 1, nil); err == nil {
+		t.Fatal("Create accepted snapshot version 2")
+	}
+	for _, id := range []string{"", "../x", "a/b", "1-2-3.tmp", "nothing"} {
+		if _, _, err := s.Open(id); err == nil {
+			t.Fatalf("Open(%q) succeeded", id)
+		}
+	}
+}
+
+// TestCorruptStateRefused: a state that does not match meta.json's size or
+// CRC is refused by Open (it stays listed: raft tries the next one).
+func TestCorruptStateRefused(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		fn   func(b []byte) []byte
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)/2] ^= 1; return b }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"extended", func(b []byte) []byte { return append(b, 0) }},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			s := open(t, fs, "/d")
+			id := write(t, s, 7)
+			p := filepath.Join("/d/snapshots", id, stateFile)
+			f, _ := fs.Open(p)
+			b, _ := io.ReadAll(f)
+			_ = f.Close()
+			b = damage.fn(b)
+			g, _ := fs.Create(p)
+			_, _ = g.Write(b)
+			_ = g.Close()
+			if _, _, err := s.Open(id); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Open of a damaged state: %v", err)
+			}
+		})
+	}
+}
+
+// TestCrashImages: a snapshot is in a crash image once Close returned, and
+// not before; an interrupted one leaves a temporary directory that the
+// next New removes.
+func TestCrashImages(t *testing.T) {
+	fs := vfs.NewMem()
+	s := open(t, fs, "/data/snaps/default/1")
+	write(t, s, 10)
+	k, err := s.Create(1, 20, 3, testConf, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = k.Write(state(20))
+	img := fs.CrashClone()
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(t, open(t, img, "/data/snaps/default/1"), 10)
+	check(t, open(t, fs.CrashClone(), "/data/snaps/default/1"), 20, 10)
+
+	// A temporary directory that did reach the disk is cleaned up.
+	if err := vfs.MkdirAllSync(img, "/data/snaps/default/1/snapshots/3-30-1.tmp", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	open(t, img, "/data/snaps/default/1")
+	if _, err := img.Stat("/data/snaps/default/1/snapshots/3-30-1.tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary directory after New: %v", err)
+	}
+}
+
+// TestNoSyncLosesSnapshots: the crash model notices a store that does not
+// sync: with NoSync nothing it wrote is in an image.
+func TestNoSyncLosesSnapshots(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := New(Config{Dir: "/d", Retain: 2, FS: fs, NoSync: true}, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, s, 10)
+	check(t, s, 10)
+	img := fs.CrashClone()
+	if _, err := img.Stat("/d"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the image of an unsynced store: %v", err)
+	}
+}
+
+// TestFailedSyncFailsClose: when a sync fails, Close fails and the
+// snapshot is not listed (raft then keeps its log).
+func TestFailedSyncFailsClose(t *testing.T) {
+	for n := int64(0); n < 4; n++ { // state, meta.json, temporary directory, snapshots directory
+		t.Run(fmt.Sprint("sync ", n), func(t *testing.T) {
+			mem := vfs.NewMem()
+			s := open(t, mem, "/d")
+			write(t, s, 10)
+			s.fs = errorfs.Wrap(mem, errorfs.OnIndex(n, errorfs.Syncs))
+			k, err := s.Create(1, 20, 3, testConf, 2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = k.Write(state(20))
+			if err := k.Close(); !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("Close: %v", err)
+			}
+			check(t, s, 10)
+			entries, _ := mem.ReadDir("/d/snapshots")
+			if len(entries) != 1 {
+				t.Fatalf("left behind: %v", entries)
+			}
+		})
+	}
+}
+
+func TestCheckLog(t *testing.T) {
+	cases := []struct {
+		snap        uint64 // 0: none
+		first, last uint64
+		gap         bool
+	}{
+		{0, 0, 0, false},
+		{0, 1, 10, false},
+		{0, 2, 10, true},
+		{100, 0, 0, false},
+		{100, 90, 120, false},
+		{100, 101, 120, false},
+		{100, 102, 120, true},
+		{100, 50, 80, false}, // older entries only: nothing after the snapshot to apply
+		{100, 150, 150, true},
+	}
+	for _, c := range cases {
+		fs := vfs.NewMem()
+		s := open(t, fs, "/d")
+		if c.snap > 0 {
+			write(t, s, c.snap)
+		}
+		logs := raft.NewInmemStore()
+		for i := c.first; i <= c.last && c.last > 0; i++ {
+			if err := logs.StoreLog(&raft.Log{Index: i, Term: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := CheckLog(s, logs)
+		if c.gap != errors.Is(err, ErrLogGap) || (!c.gap && err != nil) {
+			t.Fatalf("snapshot %d, log [%d, %d]: %v", c.snap, c.first, c.last, err)
+		}
+	}
+}
