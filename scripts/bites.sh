@@ -14,6 +14,9 @@ BITES=(
   "read-barrier|./internal/clustertest|^TestDeposedLeaderServesNoStaleStrongRead\$"
   "floor-wait|./internal/clustertest|^TestReadYourWritesThroughFollowers\$"
   "floor-wait|./internal/clustertest|^TestMonotonicReadsAfterTrim\$"
+  "wal-sync|./internal/server|^TestCrashImages\$"
+  "wal-sync|./internal/wal|^TestCrashImagesKeepAcknowledgedEntries\$"
+  "snapshot-sync|./internal/server|^TestCrashImages\$"
 )
 
 want=("$@")

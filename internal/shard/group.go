@@ -71,10 +71,13 @@ type Group struct {
 	log   *slog.Logger
 	label string
 
-	readyMu   sync.Mutex
-	readyTerm uint64 // term whose barrier has applied; REQUIRES: readyMu
-	caughtUp  uint64 // term in which CaughtUp last held as leader; REQUIRES: readyMu
-	verifier  verifier
+	readyMu    sync.Mutex
+	readyTerm  uint64 // term whose barrier has applied; REQUIRES: readyMu
+	caughtUp   uint64 // term in which CaughtUp last held as leader; REQUIRES: readyMu
+	target     uint64 // the log's last command when the leader first checked; REQUIRES: readyMu
+	targetTerm uint64 // the term target was read in; REQUIRES: readyMu
+	logs       raft.LogStore
+	verifier   verifier
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -133,6 +136,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.logs = logs
 	if err := g.catchUpFromSnapshot(snaps); err != nil {
 		return nil, err
 	}
@@ -302,17 +306,19 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 	return nil
 }
 
-// CaughtUp reports whether this replica has applied what its raft log
-// holds as committed: a leader once it has applied every entry of its log
-// in its current term (the entries of earlier terms included), a follower
-// once it has heard from a leader and applied up to the commit index it
-// learned. A replica rebuilding its state from the log (after a restart)
-// is not caught up until the replay is done. Once a leader is caught up
-// it stays so for its term, so new proposals in flight do not make it
-// flap.
+// CaughtUp reports whether this replica's state holds what its raft log
+// holds as committed: a leader once its state machine applied every
+// command its log held when it first checked in its term (entries of
+// earlier terms included), a follower once it has heard from a leader and
+// applied every command up to the commit index it learned. A replica
+// rebuilding its state from the log (after a restart) is not caught up
+// until the replay is done. It reads the state machine's own applied index
+// (raft's runs ahead of it while batches are being applied). Once a leader
+// is caught up it stays so for its term, so new proposals in flight do not
+// make it flap.
 func (g *Group) CaughtUp() bool {
 	r := g.raft
-	applied := r.AppliedIndex()
+	applied, _, _ := g.fsm.Applied()
 	if r.State() == raft.Leader {
 		term := r.CurrentTerm()
 		g.readyMu.Lock()
@@ -320,7 +326,10 @@ func (g *Group) CaughtUp() bool {
 		if g.caughtUp == term {
 			return true
 		}
-		if applied >= r.LastIndex() {
+		if g.targetTerm != term {
+			g.target, g.targetTerm = g.lastCommandAtOrBelow(r.LastIndex()), term
+		}
+		if applied >= g.target {
 			g.caughtUp = term
 			return true
 		}
@@ -329,7 +338,27 @@ func (g *Group) CaughtUp() bool {
 	if r.Leader() == "" || r.LastContact().IsZero() {
 		return false
 	}
-	return applied >= r.CommitIndex()
+	return applied >= g.lastCommandAtOrBelow(r.CommitIndex())
+}
+
+// lastCommandAtOrBelow returns the index of the last command entry of the
+// log at or below index, or 0 if there is none (everything before is in
+// the snapshot the state was restored from).
+func (g *Group) lastCommandAtOrBelow(index uint64) uint64 {
+	first, err := g.logs.FirstIndex()
+	if err != nil {
+		return index
+	}
+	for i := index; i >= first && i > 0; i-- {
+		var e raft.Log
+		if err := g.logs.GetLog(i, &e); err != nil {
+			return index // unreadable: be conservative
+		}
+		if e.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return 0
 }
 
 // WaitHLC waits until this replica has applied a write with an HLC of at
