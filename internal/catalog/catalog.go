@@ -241,8 +241,8 @@ func (c *Catalog) SetDraining(ctx context.Context, nodeID string, draining bool)
 	return m.Epoch, err
 }
 
-// AddNode registers a node and adds it to the catalog group, as a voter
-// while the group has fewer than MaxVoters (leader only).
+// AddNode registers a node and adds it to the catalog group as a
+// non-voter (leader only); maintainVoters promotes it.
 func (c *Catalog) AddNode(ctx context.Context, n Node) error {
 	st, _ := c.State()
 	if cur, ok := st.Nodes[n.ID]; !ok || cur.PeerAddr != n.PeerAddr || cur.ClientAddr != n.ClientAddr {
@@ -254,21 +254,14 @@ func (c *Catalog) AddNode(ctx context.Context, n Node) error {
 	if err := cf.Error(); err != nil {
 		return err
 	}
-	voters := 0
 	for _, s := range cf.Configuration().Servers {
 		if s.ID == raft.ServerID(n.ID) && s.Address == raft.ServerAddress(n.PeerAddr) {
 			return nil
 		}
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
 	}
-	var f raft.IndexFuture
-	if voters < c.cfg.MaxVoters {
-		f = c.raft.AddVoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
-	} else {
-		f = c.raft.AddNonvoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
-	}
+	// A new member starts as a non-voter; maintainVoters promotes
+	// non-voters so that the voters stay an odd number.
+	f := c.raft.AddNonvoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("catalog: add %s: %w", n.ID, err)
 	}
@@ -305,17 +298,28 @@ func (c *Catalog) maintainVoters(alive []Node, downSince map[string]time.Time) e
 			promote = append(promote, srv)
 		}
 	}
-	for _, srv := range promote {
-		if voters >= c.cfg.MaxVoters {
-			break
-		}
+	for _, srv := range promote[:votersToPromote(voters, len(promote), c.cfg.MaxVoters)] {
 		if err := c.raft.AddVoter(srv.ID, srv.Address, 0, 10*time.Second).Error(); err != nil {
 			return fmt.Errorf("promote %s: %w", srv.ID, err)
 		}
-		voters++
 		c.log.Info("promoted node to catalog voter", "node", srv.ID)
 	}
 	return nil
+}
+
+// votersToPromote returns how many of candidates alive non-voters to
+// promote in a group of voters voters, to at most limit voters: up to limit, but never
+// leaving an even number of voters behind when it can be avoided (two
+// voters lose their quorum with either one, where one voter and a
+// non-voter survive the non-voter's loss). So one voter and one
+// candidate stay as they are until a second candidate arrives; then both
+// are promoted back to back.
+func votersToPromote(voters, candidates, limit int) int {
+	n := min(candidates, max(0, limit-voters))
+	if (voters+n)%2 == 0 && n > 0 {
+		n--
+	}
+	return n
 }
 
 // shards lists every shard of the configured keyspaces.
