@@ -514,6 +514,9 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 			if ok {
 				break
 			}
+			if err := c.nodeDown(node.ID); err != nil {
+				return err
+			}
 			if err := sleep(ctx, 50*time.Millisecond); err != nil {
 				return err
 			}
@@ -556,10 +559,27 @@ func (c *Catalog) waitHosted(ctx context.Context, s placement.Shard, n Node) err
 		if err == nil && ok {
 			return nil
 		}
+		if err := c.nodeDown(n.ID); err != nil {
+			return err
+		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("catalog: %s never opened its replica of %s: %w", n.ID, s, err)
 		}
 	}
+}
+
+// nodeDown fails when gossip no longer reports node alive: a step waiting
+// on it gives up at once rather than hold the round (and every other
+// step of it) until StepTimeout; the next round plans again.
+func (c *Catalog) nodeDown(node string) error {
+	if node == c.cfg.NodeID {
+		return nil
+	}
+	_, downSince := c.deps.Members.Alive()
+	if since, down := downSince[node]; down {
+		return fmt.Errorf("catalog: %s is down (since %s)", node, since.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -346,8 +348,18 @@ func (c *Cluster) WaitSettled(d time.Duration, draining ...string) {
 	poll.Every(20*time.Millisecond).Until(c.t, d, "the site to settle", func() error { return c.Settled(draining...) })
 }
 
-// Drain marks a node draining through any node.
+// Drain marks a node draining through any node, retrying while the site
+// catalog has no reachable leader (an election) until ctx ends.
 func (c *Cluster) Drain(ctx context.Context, id string) error {
-	_, err := c.Live()[0].Peer.Drain(ctx, &peerv1.DrainRequest{NodeId: id, Draining: true})
-	return err
+	for {
+		_, err := c.Live()[0].Peer.Drain(ctx, &peerv1.DrainRequest{NodeId: id, Draining: true})
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
