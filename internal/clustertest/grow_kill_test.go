@@ -11,20 +11,27 @@ import (
 	"github.com/causeway-db/causeway/internal/poll"
 )
 
-// everyShardWritable polls until a write to every shard of the default
-// keyspace succeeds through n, or fails the test after d.
-func everyShardWritable(t *testing.T, n *Node, d time.Duration) {
-	t.Helper()
+// keyPerShard returns one key with prefix for every shard of the default
+// keyspace, by shard id.
+func keyPerShard(n *Node, prefix string) map[uint32]string {
 	router := n.Srv.Router()
 	shards, _ := router.Shards("default")
 	keys := map[uint32]string{}
 	for i := 0; len(keys) < len(shards); i++ {
-		k := fmt.Sprint("probe/", i)
+		k := fmt.Sprint(prefix, i)
 		sh, _ := router.Shard("default", []byte(k))
 		if _, ok := keys[sh.ID]; !ok {
 			keys[sh.ID] = k
 		}
 	}
+	return keys
+}
+
+// everyShardWritable polls until a write to every shard of the default
+// keyspace succeeds through n, or fails the test after d.
+func everyShardWritable(t *testing.T, n *Node, d time.Duration) {
+	t.Helper()
+	keys := keyPerShard(n, "probe/")
 	deadline := time.Now().Add(d)
 	for id, k := range keys {
 		poll.Every(50*time.Millisecond).Until(t, time.Until(deadline), fmt.Sprintf("shard %d writable", id), func() error {

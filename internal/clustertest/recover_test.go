@@ -1,13 +1,10 @@
 package clustertest
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
-	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -24,17 +21,8 @@ func TestTwoVoterGroupsRecoverFromALostVoter(t *testing.T) {
 	c := New(t, 3, func(cfg *server.Config) { cfg.Replicas = 2 })
 	ctx := ctxT(t, 3*time.Minute)
 	entry := c.Node("n1")
-	router := entry.Srv.Router()
-	shards, _ := router.Shards("default")
 	// One key per shard, written before the kill.
-	keys := map[uint32]string{}
-	for i := 0; len(keys) < len(shards); i++ {
-		k := fmt.Sprint("two/", i)
-		sh, _ := router.Shard("default", []byte(k))
-		if _, ok := keys[sh.ID]; !ok {
-			keys[sh.ID] = k
-		}
-	}
+	keys := keyPerShard(entry, "two/")
 	for _, k := range keys {
 		if _, err := entry.KV.Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("before")}); err != nil {
 			t.Fatal(err)
@@ -43,15 +31,7 @@ func TestTwoVoterGroupsRecoverFromALostVoter(t *testing.T) {
 	victim := c.Node("n2")
 	c.Kill(victim)
 	killed := time.Now()
-	deadline := victim.Cfg.DeadGrace + time.Minute
-	for id, k := range keys {
-		poll.Every(50*time.Millisecond).Until(t, deadline-time.Since(killed), fmt.Sprintf("shard %d writable again", id), func() error {
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			_, err := entry.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(k + "/after"), Value: []byte("after")})
-			return err
-		})
-	}
+	everyShardWritable(t, entry, victim.Cfg.DeadGrace+time.Minute)
 	t.Logf("every shard writable %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 	for _, k := range keys {
 		g, err := entry.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(k), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
