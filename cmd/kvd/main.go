@@ -47,9 +47,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	logger.Info("shutting down")
-	srv.Stop()
+	// Until a signal, or a fatal error (a failed write of the raft log, a
+	// stopped state machine): then the process exits non-zero with it.
+	if err := srv.Run(ctx); err != nil {
+		return fmt.Errorf("fatal: %w", err)
+	}
+	logger.Info("stopped")
 	return nil
 }
 

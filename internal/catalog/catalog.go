@@ -119,9 +119,10 @@ type Catalog struct {
 	log  *slog.Logger
 	m    *metrics
 
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+	stopOnce sync.Once
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
@@ -197,12 +198,19 @@ func (c *Catalog) Voters() ([]string, error) {
 	return out, nil
 }
 
+// StopLeading ends the leader's loop (a round in flight is cancelled)
+// and waits for it; the replica goes on serving reads until Close. The
+// node calls it as it begins to stop.
+func (c *Catalog) StopLeading() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
 // Close stops the replica.
 func (c *Catalog) Close() error {
 	var err error
 	c.once.Do(func() {
-		close(c.stop)
-		c.wg.Wait()
+		c.StopLeading()
 		err = c.raft.Shutdown().Error()
 	})
 	return err

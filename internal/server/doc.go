@@ -1,6 +1,12 @@
 // Package server is the composition root of kvd: it builds every component
 // of a node from a Config, starts them in dependency order (storage, shard
 // groups, router, gRPC and HTTP listeners) and stops them in reverse.
+// Run serves until its context ends or a component fails fatally (a failed
+// write or sync of the raft log, a replica whose state machine stopped),
+// then stops the node and returns that error; Ready reports such a node as
+// not ready from the moment of the failure. Stop first ends the background
+// loops (the host's reconciler, the catalog's leader loop, garbage
+// collection), then drains requests in flight and closes the components.
 //
 // Data directory layout:
 //
@@ -14,6 +20,7 @@
 // wal/ and snapshots/ go through Config.FS (internal/vfs; the real file
 // system unless a test sets a vfs.MemFS), the bbolt files never do.
 //
-// A data directory that holds anything else, or a database created by
-// another node, is refused at start and never modified.
+// A data directory that holds anything else, a database created by
+// another node, or a raft log damaged anywhere but in its last write, is
+// refused at start and never modified.
 package server

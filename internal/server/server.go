@@ -78,6 +78,16 @@ type Server struct {
 	hostDone                 chan struct{}
 	wg                       sync.WaitGroup
 	stopOnce                 sync.Once
+
+	// stopping is closed as Stop begins: background loops (the host's
+	// reconciler, the catalog's leader loop, garbage collection) end at
+	// once, before requests in flight drain.
+	stopping chan struct{}
+	// fatal is closed with the first fatal error (fatalErr): a failed
+	// write-ahead log write or sync, or a stopped state machine.
+	fatal     chan struct{}
+	fatalOnce sync.Once
+	fatalErr  error // written once, before fatal is closed
 }
 
 // New checks cfg and returns a server that Start will run.
@@ -90,7 +100,47 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	cfg.Shard.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	cfg.Shard.FS = cfg.FS
-	return &Server{cfg: cfg, log: logger.With("site", cfg.Site, "node", cfg.NodeID), reg: prometheus.NewRegistry()}, nil
+	return &Server{
+		cfg: cfg, log: logger.With("site", cfg.Site, "node", cfg.NodeID), reg: prometheus.NewRegistry(),
+		stopping: make(chan struct{}), fatal: make(chan struct{}),
+	}, nil
+}
+
+// Run serves until ctx ends or a component fails fatally, then stops the
+// server. It returns the fatal error (nil when ctx ended first). Call it
+// after Start.
+func (s *Server) Run(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-s.fatal:
+		err = s.fatalErr
+		s.log.Error("fatal error; stopping the node", "err", err)
+	}
+	s.Stop()
+	return err
+}
+
+// Fatal returns a channel closed when a component of the node failed
+// fatally; Run then returns the error.
+func (s *Server) Fatal() <-chan struct{} { return s.fatal }
+
+// fail records the node's first fatal error.
+func (s *Server) fail(err error) {
+	s.fatalOnce.Do(func() {
+		s.fatalErr = err
+		close(s.fatal)
+	})
+}
+
+// fatalError returns the first fatal error, or nil.
+func (s *Server) fatalError() error {
+	select {
+	case <-s.fatal:
+		return s.fatalErr
+	default:
+		return nil
+	}
 }
 
 // Registry returns the server's metrics registry.
@@ -192,7 +242,12 @@ func (s *Server) Start() (err error) {
 
 	s.host = host.New(host.Deps{
 		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logs, Transports: s.network,
-		Base: shard.Deps{Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg)}, Logger: s.log,
+		Base: shard.Deps{
+			Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg),
+			OnFatal: func(err error) { s.fail(fmt.Errorf("a shard replica stopped: %w", err)) },
+			Done:    s.stopping,
+		},
+		Logger: s.log,
 	})
 	// Every clock reading must be above every version already stored.
 	if err := s.db.View(func(tx *storage.Tx) error {
@@ -295,6 +350,18 @@ func (s *Server) openStorage() (err error) {
 	if s.wal, err = wal.Open(walCfg, s.log, s.reg); err != nil {
 		return err
 	}
+	// A failed write or sync of the log: etcd exits too. What the file
+	// holds after it is unknown until the next start reads it.
+	w := s.wal
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-w.Failed():
+			s.fail(fmt.Errorf("the raft write-ahead log cannot be written: %w", w.Err()))
+		case <-s.stopping:
+		}
+	}()
 	if s.logs, err = storage.OpenRaftLogs(s.logDB, s.wal, s.log); err != nil {
 		return err
 	}
@@ -375,6 +442,19 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // every replica the placement map assigns to this node is open, and each
 // of them knows its shard's leader.
 func (s *Server) Ready() error {
+	if err := s.fatalError(); err != nil {
+		return fmt.Errorf("stopping on a fatal error: %w", err)
+	}
+	if s.wal != nil {
+		if err := s.wal.Err(); err != nil { // before Run has seen it
+			return fmt.Errorf("cannot write: %w", err)
+		}
+	}
+	select {
+	case <-s.stopping:
+		return errors.New("stopping")
+	default:
+	}
 	if s.catalog == nil || s.host == nil {
 		return errors.New("starting")
 	}
@@ -482,6 +562,16 @@ func (s *Server) Kill() {
 // ShutdownGrace), and closes every component in reverse start order.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
+		// Background loops first, at once: nothing new is started while
+		// requests in flight drain.
+		close(s.stopping)
+		if s.hostStop != nil {
+			s.hostStop()
+			<-s.hostDone
+		}
+		if s.catalog != nil {
+			s.catalog.StopLeading()
+		}
 		graceful := func(g *grpc.Server) {
 			done := make(chan struct{})
 			go func() { g.GracefulStop(); close(done) }()
@@ -498,10 +588,6 @@ func (s *Server) Stop() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = s.http.Shutdown(ctx)
 			cancel()
-		}
-		if s.hostStop != nil {
-			s.hostStop()
-			<-s.hostDone
 		}
 		if s.host != nil {
 			s.host.Close()

@@ -59,6 +59,13 @@ type Deps struct {
 	// RecoverAlone, when not empty, names the lost voter of a two-voter
 	// group: the replica goes on as the only voter (see recoverAlone).
 	RecoverAlone []string
+	// OnFatal, if set, is called once when the replica stops on a fatal
+	// error (its state machine refused a committed command): the node
+	// cannot go on serving the shard and should stop.
+	OnFatal func(error)
+	// Done, if set, is closed when the node begins to stop: background
+	// loops (garbage collection) end at once, before Close.
+	Done <-chan struct{}
 }
 
 // Group is this node's replica of one shard.
@@ -202,6 +209,9 @@ func (g *Group) catchUpFromSnapshot(snaps raft.SnapshotStore) error {
 func (g *Group) ID() storage.ShardID { return g.id }
 
 func (g *Group) onFatal(err error) {
+	if g.deps.OnFatal != nil {
+		g.deps.OnFatal(fmt.Errorf("shard %s: %w", g.id, err))
+	}
 	// raft.Shutdown waits for the FSM goroutine that is calling us.
 	go func() { _ = g.Close() }()
 }
@@ -442,18 +452,30 @@ func (g *Group) Status() Status {
 }
 
 // gcLoop proposes garbage-collection passes while this replica leads.
+// It ends, and cancels a pass in flight, when the group closes or the
+// node begins to stop (Deps.Done).
 func (g *Group) gcLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.GCInterval)
 	defer t.Stop()
-	for {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-g.stop:
+		case <-g.deps.Done: // nil: never
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		if g.IsLeader() {
-			if err := g.Collect(context.Background()); err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrStopped) {
+			if err := g.Collect(ctx); err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrStopped) && ctx.Err() == nil {
 				g.log.Warn("garbage collection failed", "err", err)
 			}
 		}

@@ -245,9 +245,18 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 	w := open(t, cfg)
 	l := w.Log("a")
 	store(t, l, entries("a", 1, 10, 1))
+	select {
+	case <-w.Failed():
+		t.Fatal("Failed is closed before any failure")
+	default:
+	}
 	tog.On()
 	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("StoreLogs with a failing sync: %v", err)
+	}
+	<-w.Failed()
+	if err := w.Err(); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("Err after a failed sync: %v", err)
 	}
 	tog.Off()
 	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) {

@@ -21,12 +21,15 @@
 // that a group which stopped writing cannot pin old segments and make the
 // log grow without bound.
 //
-// Open replays every segment. A torn or damaged record at the end of the
-// last segment is an interrupted write: it is cut off. Damage anywhere
-// else fails Open with ErrCorrupt. The last segment is cut right after its
-// last good record and preallocated again (zeros), so nothing stale can
-// follow the records appended next. A failed write or fdatasync
-// makes the WAL refuse further writes until it is reopened.
+// Open replays every segment. Only the last write can be incomplete
+// (tail.go): damage at the end of the last segment with nothing valid
+// after it, or zeroed sectors of that last write, is an interrupted write
+// and is cut off with a warning. Damage that a valid record follows, in
+// the same segment or a later one, fails Open with ErrCorrupt naming the
+// segment and the offset. The last segment is cut right after its last
+// good record and preallocated again (zeros), so nothing stale can follow
+// the records appended next. A failed write or fdatasync makes the WAL
+// refuse further writes until it is reopened; Failed reports it.
 //
 // Every file operation goes through Config.FS (package vfs; the real file
 // system by default), so tests can run the WAL on a vfs.MemFS and take

@@ -72,3 +72,18 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckTail feeds arbitrary bytes after a damaged record to the check
+// that tells an interrupted write from corruption: it must never panic,
+// and it must refuse whenever a whole valid record follows the damage
+// with no zeroed sector before it.
+func FuzzCheckTail(f *testing.F) {
+	rec := appendEntry(nil, "g", entry("g", 1, 1))
+	f.Add(append([]byte{0xFF}, rec...))
+	f.Add(append(make([]byte, 600), rec...))
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = checkTail(bytes.NewReader(b), 0, int64(len(b)))
+		_ = checkClean(bytes.NewReader(b), 0, int64(len(b)))
+	})
+}

@@ -114,6 +114,7 @@ type WAL struct {
 	segCount, diskBytes atomic.Int64
 	fresh               bool // Open found no segment
 
+	failed    chan struct{} // closed by the first write failure
 	reqs      chan *request
 	closing   chan struct{}
 	done      chan struct{}
@@ -178,6 +179,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, err
 		noSync:  cfg.NoSync || guards.Off(guards.WALSync),
 		log:     logger.With("component", "wal"),
 		pending: make(map[string]uint64),
+		failed:  make(chan struct{}),
 		reqs:    make(chan *request, 1024),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -284,12 +286,37 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 		return nil, fmt.Errorf("wal: reading %s: %w", path, err)
 	}
 	s.size = end
-	if tail != nil && !last {
+	refuse := func(what string) (*segment, error) {
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s at offset %d: %v (not the end of the log; refusing to start)", ErrCorrupt, path, end, tail)
+		return nil, fmt.Errorf("%w: %s at offset %d: %s; refusing to start (see \"A damaged data directory\" in docs/operations.md)", ErrCorrupt, path, end, what)
 	}
-	if tail != nil {
-		w.log.Warn("wal: cutting off an incomplete write at the end of the log", "segment", path, "offset", end, "reason", tail)
+	if !last {
+		// Every write to it was synced before the next segment began.
+		if tail != nil {
+			return refuse(tail.Error() + ", in a segment that is not the last")
+		}
+		if err := checkClean(f, end, fi.Size()); err != nil {
+			return refuse(err.Error())
+		}
+	} else if tail != nil || end < fi.Size() {
+		// Only the last write can be incomplete, and it ends the log: if
+		// valid records follow the damage, it is not an interrupted
+		// write (unless lost sectors of that last write explain it).
+		dropped, err := checkTail(f, end, fi.Size())
+		if err != nil {
+			reason := "zeroed records"
+			if tail != nil {
+				reason = tail.Error()
+			}
+			return refuse(reason + ", and " + err.Error())
+		}
+		if tail != nil || dropped >= 0 {
+			reason := "zeroed sectors"
+			if tail != nil {
+				reason = tail.Error()
+			}
+			w.log.Warn("wal: cutting off an incomplete write at the end of the log", "segment", path, "offset", end, "reason", reason, "unsynced_records_from", dropped)
+		}
 	}
 	if last {
 		// New records will follow end. Whatever the file holds after it
@@ -656,6 +683,7 @@ func (w *WAL) fail(err error, batch []*request) {
 	w.mu.Lock()
 	if w.mu.err == nil {
 		w.mu.err = err
+		close(w.failed)
 	}
 	w.mu.Unlock()
 	for _, r := range batch {
@@ -738,6 +766,19 @@ func (w *WAL) closeFiles() {
 	for _, s := range w.mu.segs {
 		_ = s.f.Close()
 	}
+}
+
+// Failed returns a channel that is closed when a write or fdatasync
+// fails. From then on the WAL refuses every write (Err says why), and the
+// node must stop: what the failed write left in the file is unknown until
+// Open reads it again.
+func (w *WAL) Failed() <-chan struct{} { return w.failed }
+
+// Err returns the write failure that closed Failed, or nil.
+func (w *WAL) Err() error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.mu.err
 }
 
 // Fresh reports whether Open found no segment file: a new, empty log.

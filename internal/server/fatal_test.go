@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/vfs"
+	"github.com/causeway-db/causeway/internal/vfs/errorfs"
+)
+
+// TestFailedLogSyncStopsTheNode: an fdatasync of the write-ahead log
+// fails while clients write. The write it was for is not acknowledged,
+// /readyz reports the node not ready, Run returns the error (kvd exits
+// non-zero with it), and a restart on what was synced (a crash image of
+// the file system, with the state database rebuilt) has every
+// acknowledged write.
+func TestFailedLogSyncStopsTheNode(t *testing.T) {
+	root := t.TempDir()
+	mem := vfs.NewMem()
+	dir := filepath.Join(root, "data")
+	if err := vfs.MkdirAllSync(mem, dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tog := errorfs.NewToggle(errorfs.Under(filepath.Join(dir, walDir), errorfs.Syncs))
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.FS = errorfs.Wrap(mem, tog)
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+
+	var (
+		mu       sync.Mutex
+		acked    []string
+		failed   int
+		injected bool
+	)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("c%d-%05d", c, i)
+				mu.Lock()
+				after := injected
+				mu.Unlock()
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := n.kv.Put(cctx, &kvv1.PutRequest{Key: []byte(key), Value: []byte(key)})
+				cancel()
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, key)
+				} else if after {
+					failed++
+				}
+				mu.Unlock()
+				if err != nil && after {
+					return // the node is going away
+				}
+			}
+		}()
+	}
+	poll.Until(t, 20*time.Second, "writes to be acknowledged", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < 200 {
+			return fmt.Errorf("%d acknowledged", len(acked))
+		}
+		return nil
+	})
+	mu.Lock()
+	injected = true
+	mu.Unlock()
+	tog.On()
+
+	var err error
+	select {
+	case err = <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the log's sync failed")
+	}
+	close(stop)
+	wg.Wait()
+	if !errors.Is(err, errorfs.ErrInjected) || !strings.Contains(err.Error(), "write-ahead log") {
+		t.Fatalf("Run returned %v; want the failed sync", err)
+	}
+	t.Logf("Run: %v", err)
+	if rerr := n.srv.Ready(); rerr == nil {
+		t.Fatal("a node that cannot write is ready")
+	}
+	mu.Lock()
+	if failed == 0 {
+		t.Fatal("no write failed after the sync failure was injected")
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), failed)
+	keys := append([]string(nil), acked...)
+	mu.Unlock()
+
+	// Restart on what the disk holds: only what was synced, and the state
+	// database rebuilt from it.
+	again := testConfig(dir)
+	again.Shards = 2
+	again.FS = mem.CrashClone()
+	again.BootID = "boot-2"
+	n2 := start(t, again)
+	for _, k := range keys {
+		if g := n2.getStrong(t, k); !g.Found || string(g.Value) != k {
+			t.Fatalf("acknowledged %s is missing after the restart: %v", k, g)
+		}
+	}
+}
+
+// TestStoppedReplicaStopsTheNode: a replica whose state machine stops (a
+// committed command it cannot decode) makes Run return the error, and
+// the node is not ready from then on.
+func TestStoppedReplicaStopsTheNode(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Shards = 2
+	n := start(t, cfg)
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+	n.put(t, "k", "v")
+	g := n.srv.Groups()[0]
+	_ = g.Raft().Apply([]byte{0xFF, 0xFF, 0xFF}, 5*time.Second).Error()
+	var err error
+	select {
+	case err = <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after a replica stopped")
+	}
+	if err == nil || !strings.Contains(err.Error(), "a shard replica stopped") || !strings.Contains(err.Error(), g.ID().String()) {
+		t.Fatalf("Run returned %v; want the stopped replica", err)
+	}
+	t.Logf("Run: %v", err)
+	if n.srv.Ready() == nil {
+		t.Fatal("a node with a stopped replica is ready")
+	}
+}
