@@ -94,7 +94,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		label: id.String(),
 		stop:  make(chan struct{}),
 	}
-	f, err := fsm.New(id, deps.DB, g.log, g.onFatal)
+	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal})
 	if err != nil {
 		return nil, err
 	}
