@@ -191,7 +191,7 @@ func (s *Server) Start() (err error) {
 
 	s.host = host.New(host.Deps{
 		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logs, Transports: s.network,
-		Base: shard.Deps{Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg)}, Logger: s.log,
+		Base: shard.Deps{Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg), Replicas: peer.Digests{Pool: s.pool}}, Logger: s.log,
 	})
 	// Every clock reading must be above every version already stored.
 	if err := s.db.View(func(tx *storage.Tx) error {

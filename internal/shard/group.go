@@ -56,6 +56,9 @@ type Deps struct {
 	// Peers are the voters a brand-new group is bootstrapped with (itself
 	// included). Ignored when the group already has state.
 	Peers []raft.Server
+	// Replicas reaches the group's other replicas for consistency checks;
+	// nil turns the checks off.
+	Replicas Peers
 }
 
 // Group is this node's replica of one shard.
@@ -72,6 +75,7 @@ type Group struct {
 	readyTerm uint64 // term whose barrier has applied; REQUIRES: readyMu
 	caughtUp  uint64 // term in which CaughtUp last held as leader; REQUIRES: readyMu
 	verifier  verifier
+	checks    checker // replica consistency checks (digest.go)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -94,7 +98,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		label: id.String(),
 		stop:  make(chan struct{}),
 	}
-	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal})
+	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored})
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +163,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		g.wg.Add(1)
 		go g.gcLoop()
 	}
+	g.startChecks()
 	return g, nil
 }
 
@@ -199,6 +204,7 @@ func (g *Group) Close() error {
 			g.deps.Metrics.remove(g)
 		}
 		err = g.raft.Shutdown().Error()
+		g.checks.drop()
 		if c, ok := g.deps.Transport.(interface{ Close() error }); ok {
 			_ = c.Close()
 		}
@@ -348,8 +354,12 @@ func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-// Read runs fn on this replica's applied state.
+// Read runs fn on this replica's applied state. It fails with ErrCorrupt
+// while the replica refuses reads after a failed consistency check.
 func (g *Group) Read(fn func(*storage.ShardTx) error) error {
+	if err := g.refusal(); err != nil {
+		return err
+	}
 	return g.deps.DB.View(func(tx *storage.Tx) error {
 		s, err := tx.Shard(g.id)
 		if err != nil {

@@ -1167,9 +1167,7 @@ func (x *CheckReplicasRequest) GetShard() *ShardRef {
 }
 
 type CheckReplicasResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Raft index of the DigestCheck command.
-	Index         uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1202,13 +1200,6 @@ func (x *CheckReplicasResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CheckReplicasResponse.ProtoReflect.Descriptor instead.
 func (*CheckReplicasResponse) Descriptor() ([]byte, []int) {
 	return file_peer_v1_node_proto_rawDescGZIP(), []int{18}
-}
-
-func (x *CheckReplicasResponse) GetIndex() uint64 {
-	if x != nil {
-		return x.Index
-	}
-	return 0
 }
 
 var File_peer_v1_node_proto protoreflect.FileDescriptor
@@ -1295,9 +1286,8 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x05slots\x18\x04 \x03(\x06R\x05slots\x12\x1a\n" +
 	"\brequests\x18\x05 \x01(\x06R\brequests\"H\n" +
 	"\x14CheckReplicasRequest\x120\n" +
-	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"-\n" +
-	"\x15CheckReplicasResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xe3\x05\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\x17\n" +
+	"\x15CheckReplicasResponse2\xe3\x05\n" +
 	"\x04Node\x12T\n" +
 	"\tScanShard\x12\".causeway.peer.v1.ScanShardRequest\x1a#.causeway.peer.v1.ScanShardResponse\x12c\n" +
 	"\x0eChangeReplicas\x12'.causeway.peer.v1.ChangeReplicasRequest\x1a(.causeway.peer.v1.ChangeReplicasResponse\x12`\n" +

@@ -55,7 +55,8 @@ type NodeClient interface {
 	// shard as of the index of a DigestCheck command.
 	ReplicaDigest(ctx context.Context, in *ReplicaDigestRequest, opts ...grpc.CallOption) (*ReplicaDigestResponse, error)
 	// CheckReplicas asks the receiving node, which must lead the shard, to
-	// start a replica consistency check (it proposes a DigestCheck command).
+	// start a replica consistency check: it proposes a DigestCheck command
+	// soon, unless a check it started is still under way. It does not wait.
 	CheckReplicas(ctx context.Context, in *CheckReplicasRequest, opts ...grpc.CallOption) (*CheckReplicasResponse, error)
 }
 
@@ -173,7 +174,8 @@ type NodeServer interface {
 	// shard as of the index of a DigestCheck command.
 	ReplicaDigest(context.Context, *ReplicaDigestRequest) (*ReplicaDigestResponse, error)
 	// CheckReplicas asks the receiving node, which must lead the shard, to
-	// start a replica consistency check (it proposes a DigestCheck command).
+	// start a replica consistency check: it proposes a DigestCheck command
+	// soon, unless a check it started is still under way. It does not wait.
 	CheckReplicas(context.Context, *CheckReplicasRequest) (*CheckReplicasResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
