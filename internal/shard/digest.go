@@ -381,7 +381,7 @@ func digestOf(tx *storage.Tx, id storage.ShardID) (storage.Digest, error) {
 	return s.Digest()
 }
 
-// checkLoop asks for a check once this replica has caught up after it
+// checkLoop asks for a check once this replica knows its leader after it
 // opened; then, while it leads, it proposes one every DigestInterval and
 // when another replica asks (RequestCheck).
 func (g *Group) checkLoop() {
@@ -422,9 +422,12 @@ func (g *Group) checkLoop() {
 }
 
 // startCheck starts the check at start: it reports whether that is done
-// (or there is nothing to compare with), false to try again.
+// (or there is nothing to compare with), false to try again. It needs a
+// leader, not a replica that has applied its log: the DigestCheck command
+// goes to the end of the log, so every replica digests its state only
+// after everything before it. (It must not call CaughtUp, which latches.)
 func (g *Group) startCheck() bool {
-	if !g.CaughtUp() {
+	if g.Leader() == "" {
 		return false
 	}
 	cf := g.raft.GetConfiguration()
