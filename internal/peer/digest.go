@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -61,13 +64,17 @@ func shardRef(id storage.ShardID) *peerv1.ShardRef {
 	return &peerv1.ShardRef{Keyspace: id.Keyspace, Shard: id.Shard}
 }
 
-// ReplicaDigest implements shard.Peers.
+// ReplicaDigest implements shard.Peers. A node of an earlier release has
+// no digests: DigestUnknown.
 func (x Digests) ReplicaDigest(ctx context.Context, addr string, id storage.ShardID, index uint64) (storage.Digest, shard.DigestState, error) {
 	c, err := x.Pool.Node(addr)
 	if err != nil {
 		return storage.Digest{}, 0, err
 	}
 	resp, err := c.ReplicaDigest(ctx, &peerv1.ReplicaDigestRequest{Shard: shardRef(id), Index: index})
+	if status.Code(err) == codes.Unimplemented {
+		return storage.Digest{}, shard.DigestUnknown, nil // a node of an earlier release
+	}
 	if err != nil {
 		return storage.Digest{}, 0, err
 	}
@@ -86,13 +93,17 @@ func (x Digests) ReplicaDigest(ctx context.Context, addr string, id storage.Shar
 	return storage.Digest{}, 0, fmt.Errorf("%w: state %v", errBadDigest, resp.State)
 }
 
-// CheckReplicas implements shard.Peers.
+// CheckReplicas implements shard.Peers. A leader of an earlier release,
+// which has no checks, is not asked again.
 func (x Digests) CheckReplicas(ctx context.Context, addr string, id storage.ShardID) error {
 	c, err := x.Pool.Node(addr)
 	if err != nil {
 		return err
 	}
 	_, err = c.CheckReplicas(ctx, &peerv1.CheckReplicasRequest{Shard: shardRef(id)})
+	if status.Code(err) == codes.Unimplemented {
+		return nil
+	}
 	return err
 }
 

@@ -386,16 +386,15 @@ func digestOf(tx *storage.Tx, id storage.ShardID) (storage.Digest, error) {
 // when another replica asks (RequestCheck).
 func (g *Group) checkLoop() {
 	defer g.wg.Done()
-	retry := time.NewTicker(100 * time.Millisecond)
-	defer retry.Stop()
-	for !g.startCheck() {
+	for backoff := 100 * time.Millisecond; !g.startCheck(); backoff = min(2*backoff, 5*time.Second) {
+		retry := time.NewTimer(backoff)
 		select {
 		case <-g.stop:
+			retry.Stop()
 			return
 		case <-retry.C:
 		}
 	}
-	retry.Stop()
 	t := time.NewTicker(g.cfg.DigestInterval)
 	defer t.Stop()
 	now := g.checks.nowCh()
