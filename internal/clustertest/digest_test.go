@@ -246,18 +246,20 @@ func TestCorruptReplicaIsDetectedWithinOneCheck(t *testing.T) {
 
 	// Repair: move the replica off the node and back; it is re-created
 	// from the leader's snapshot.
-	if err := c.Drain(ctx, victim.ID); err != nil {
-		t.Fatal(err)
+	drain := func(draining bool) {
+		poll.Every(100*time.Millisecond).Until(t, 30*time.Second, fmt.Sprintf("drain %s (%v)", victim.ID, draining), func() error {
+			_, err := victim.Peer.Drain(ctx, &peerv1.DrainRequest{NodeId: victim.ID, Draining: draining})
+			return err // the catalog may be electing a leader
+		})
 	}
+	drain(true)
 	poll.Every(50*time.Millisecond).Until(t, time.Minute, victim.ID+" to host no replica of "+sh.String(), func() error {
 		if victim.Srv.Router().Local(sh) != nil {
 			return errors.New("still hosted")
 		}
 		return nil
 	})
-	if _, err := victim.Peer.Drain(ctx, &peerv1.DrainRequest{NodeId: victim.ID, Draining: false}); err != nil {
-		t.Fatal(err)
-	}
+	drain(false)
 	c.WaitSettled(2 * time.Minute)
 	poll.Every(50*time.Millisecond).Until(t, time.Minute, "the re-created replica to check healthy", func() error {
 		g := victim.Srv.Router().Local(sh)

@@ -162,9 +162,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		newMax, err := f.applyRange(logs[start:end+1], cmds[start:end+1], out[start:end+1], applied, lastIndex, maxHLC)
 		if err != nil {
 			// Storage failed under us: the state is unknown, so this
-			// replica must not go on applying.
+			// replica must not go on applying. What earlier transactions
+			// of the batch committed keeps its results.
 			fatalErr = fmt.Errorf("fsm %s: apply: %w", f.id, err)
-			for i := range out {
+			for i := start; i < len(out); i++ {
 				out[i] = Result{Err: fatalErr}
 			}
 			break

@@ -478,15 +478,21 @@ func (g *Group) compare(index uint64, mine storage.Digest) {
 	self := raft.ServerID(g.deps.NodeID)
 	digests := map[string]storage.Digest{g.deps.NodeID: mine}
 	waiting := map[raft.ServerID]raft.ServerAddress{}
+	member := false
 	for _, s := range servers {
 		if s.ID != self {
 			waiting[s.ID] = s.Address
 		}
+		member = member || s.ID == self
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+	if !member {
+		return // being removed from the group
+	}
+	// Ask again after 50 ms, backing off to 1 s: a replica that lags
+	// answers soon, one that is cut off may not answer in this check.
+	backoff := 50 * time.Millisecond
 collect:
-	for len(waiting) > 0 {
+	for ; len(waiting) > 0; backoff = min(2*backoff, time.Second) {
 		for id, addr := range waiting {
 			actx, acancel := context.WithTimeout(ctx, time.Second)
 			d, st, err := g.deps.Replicas.ReplicaDigest(actx, string(addr), g.id, index)
@@ -502,10 +508,12 @@ collect:
 		if len(waiting) == 0 {
 			break
 		}
+		next := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+			next.Stop()
 			break collect
-		case <-tick.C:
+		case <-next.C:
 		}
 	}
 	select {
