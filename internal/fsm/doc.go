@@ -9,6 +9,11 @@
 // deduplication are decided here, not by the proposer. A replica that meets a
 // command it does not understand stops instead of diverging.
 //
+// A DigestCheck command changes nothing; the batch that holds it is split
+// so that it ends a storage transaction, and the Digest hook receives a
+// read transaction on the state as of its index, the same state on every
+// replica (docs/adr/012-replica-digests.md).
+//
 // Goroutines: hashicorp/raft calls Apply, ApplyBatch, Snapshot and Restore
 // from its FSM goroutine, one at a time; FSMSnapshot.Persist runs on another
 // goroutine while applies continue, reading a storage snapshot. Applied and

@@ -53,12 +53,28 @@ type Result struct {
 	Err error
 }
 
+// Hooks are the calls an FSM makes to its owner. A nil hook is not called.
+// They run on raft's FSM goroutine and must not block.
+type Hooks struct {
+	// Fatal is called once when the replica must stop because it met a
+	// command it cannot apply or storage failed under it.
+	Fatal func(error)
+	// Digest is called for every applied DigestCheck command with its
+	// index and a read transaction on the shard's state as of that index
+	// (nothing after it applied yet). Digest owns tx and must roll it back,
+	// soon: an open read transaction delays the growth of the database
+	// file. Without this hook the transaction is not opened.
+	Digest func(index uint64, tx *storage.Tx)
+	// Restored is called after a snapshot replaced the shard's state.
+	Restored func(applied uint64)
+}
+
 // FSM is the state machine of one shard replica.
 type FSM struct {
 	id    storage.ShardID
 	db    *storage.DB
 	log   *slog.Logger
-	fatal func(error)
+	hooks Hooks
 
 	mu      sync.Mutex
 	applied uint64        // REQUIRES: mu
@@ -69,11 +85,9 @@ type FSM struct {
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// New returns the FSM of shard id, resuming from the state in db. fatal is
-// called (once) when the replica must stop because it met a command it
-// cannot apply.
-func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, fatal func(error)) (*FSM, error) {
-	f := &FSM{id: id, db: db, log: logger, fatal: fatal, changed: make(chan struct{})}
+// New returns the FSM of shard id, resuming from the state in db.
+func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, hooks Hooks) (*FSM, error) {
+	f := &FSM{id: id, db: db, log: logger, hooks: hooks, changed: make(chan struct{})}
 	err := db.View(func(tx *storage.Tx) error {
 		s, err := tx.Shard(id)
 		if err != nil {
@@ -101,8 +115,10 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// ApplyBatch implements raft.BatchingFSM: the whole batch is applied in one
-// storage transaction.
+// ApplyBatch implements raft.BatchingFSM: the batch is applied in one
+// storage transaction, or in one per DigestCheck command it holds (each
+// ends with the DigestCheck, so that the Digest hook sees the state as of
+// its index).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
@@ -117,25 +133,77 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 	cmds := make([]*peerv1.Command, len(logs))
 	var fatalErr error
-	lastIndex := applied
+	n := len(logs) // logs[:n] are applied
 	for i, l := range logs {
-		if l.Index <= applied {
-			continue // applied before a restart
+		if l.Index <= applied || l.Type != raft.LogCommand {
+			continue // applied before a restart, or not a command
 		}
-		if l.Type == raft.LogCommand {
-			cmd, err := decode(l.Data)
-			if err != nil {
-				fatalErr = fmt.Errorf("%w: index %d: %v", ErrUnknownCommand, l.Index, err)
-				for j := i; j < len(out); j++ {
-					out[j] = Result{Err: fatalErr}
-				}
-				break
+		cmd, err := decode(l.Data)
+		if err != nil {
+			fatalErr = fmt.Errorf("%w: index %d: %v", ErrUnknownCommand, l.Index, err)
+			for j := i; j < len(out); j++ {
+				out[j] = Result{Err: fatalErr}
 			}
-			cmds[i] = cmd
+			n = i
+			break
 		}
-		lastIndex = l.Index
+		cmds[i] = cmd
 	}
 
+	for start := 0; start < n; {
+		end := start // logs[start:end+1] go into one transaction
+		for end < n-1 && !isDigestCheck(cmds[end]) {
+			end++
+		}
+		lastIndex := applied
+		for _, l := range logs[start : end+1] {
+			lastIndex = max(lastIndex, l.Index)
+		}
+		newMax, err := f.applyRange(logs[start:end+1], cmds[start:end+1], out[start:end+1], applied, lastIndex, maxHLC)
+		if err != nil {
+			// Storage failed under us: the state is unknown, so this
+			// replica must not go on applying. What earlier transactions
+			// of the batch committed keeps its results.
+			fatalErr = fmt.Errorf("fsm %s: apply: %w", f.id, err)
+			for i := start; i < len(out); i++ {
+				out[i] = Result{Err: fatalErr}
+			}
+			break
+		}
+		applied, maxHLC = lastIndex, newMax
+		if isDigestCheck(cmds[end]) && f.hooks.Digest != nil {
+			// Update returned after the commit, and only this goroutine
+			// writes the shard: a read transaction begun now sees the
+			// state as of logs[end].Index.
+			if tx, err := f.db.BeginRead(); err == nil {
+				f.hooks.Digest(logs[end].Index, tx)
+			} else {
+				f.log.Warn("no digest at a consistency check", "shard", f.id.String(), "index", logs[end].Index, "err", err)
+			}
+		}
+		start = end + 1
+	}
+	f.mu.Lock()
+	f.applied, f.maxHLC = applied, maxHLC
+	if fatalErr != nil {
+		f.stopped = fatalErr
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	if fatalErr != nil {
+		f.log.Error("replica stopped", "shard", f.id.String(), "err", fatalErr)
+		if f.hooks.Fatal != nil {
+			f.hooks.Fatal(fatalErr)
+		}
+	}
+	return out
+}
+
+// applyRange applies cmds (nil for entries that are not new commands) in
+// one storage transaction that records lastIndex as applied, and returns
+// the shard's new newest HLC.
+func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interface{}, applied, lastIndex, maxHLC uint64) (uint64, error) {
 	var newMax uint64
 	err := f.db.Update(func(tx *storage.Tx) error {
 		s, err := tx.Shard(f.id)
@@ -158,28 +226,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return s.SetApplied(lastIndex, newMax)
 	})
-	if err != nil {
-		// Storage failed under us: the state is unknown, so this replica
-		// must not go on applying.
-		fatalErr = fmt.Errorf("fsm %s: apply: %w", f.id, err)
-		for i := range out {
-			out[i] = Result{Err: fatalErr}
-		}
-		lastIndex, newMax = applied, maxHLC
-	}
-	f.mu.Lock()
-	f.applied, f.maxHLC = lastIndex, newMax
-	if fatalErr != nil {
-		f.stopped = fatalErr
-	}
-	close(f.changed)
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-	if fatalErr != nil {
-		f.log.Error("replica stopped", "shard", f.id.String(), "err", fatalErr)
-		f.fatal(fatalErr)
-	}
-	return out
+	return newMax, err
+}
+
+func isDigestCheck(cmd *peerv1.Command) bool {
+	_, ok := cmd.GetOp().(*peerv1.Command_DigestCheck)
+	return ok
 }
 
 func decode(data []byte) (*peerv1.Command, error) {
@@ -233,6 +285,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
 	f.log.Info("restored shard from snapshot", "shard", f.id.String(), "applied", applied)
+	if f.hooks.Restored != nil {
+		f.hooks.Restored(applied)
+	}
 	return nil
 }
 

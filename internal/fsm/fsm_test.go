@@ -31,7 +31,7 @@ func openDB(t *testing.T, name string) *storage.DB {
 func newFSM(t *testing.T, db *storage.DB) (*FSM, *[]error) {
 	t.Helper()
 	var fatals []error
-	f, err := New(shardID, db, slog.New(slog.NewTextHandler(io.Discard, nil)), func(err error) { fatals = append(fatals, err) })
+	f, err := New(shardID, db, slog.New(slog.NewTextHandler(io.Discard, nil)), Hooks{Fatal: func(err error) { fatals = append(fatals, err) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +231,78 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	if dump(t, dst) != before {
 		t.Fatal("failed restore changed the state")
+	}
+}
+
+// TestDigestCheckSeesTheStateAtItsIndex: a DigestCheck in the middle of a
+// batch hands the Digest hook the state as of its own index (the writes
+// before it applied, none after), so a replica that applies the log in
+// other batches computes the same digests at the same indexes.
+func TestDigestCheckSeesTheStateAtItsIndex(t *testing.T) {
+	check := &peerv1.Command{Op: &peerv1.Command_DigestCheck{DigestCheck: &peerv1.DigestCheck{}}}
+	logs := func() []*raft.Log {
+		return []*raft.Log{
+			logOf(t, 1, write("a", "1", 100)),
+			logOf(t, 2, check),
+			logOf(t, 3, write("a", "2", 110)),
+			{Index: 4, Term: 1, Type: raft.LogNoop},
+			logOf(t, 5, check),
+			logOf(t, 6, write("b", "1", 120)),
+		}
+	}
+	type seen struct {
+		digest storage.Digest
+		value  string
+	}
+	replica := func(name string, batches ...[]*raft.Log) map[uint64]seen {
+		got := map[uint64]seen{}
+		db := openDB(t, name)
+		f, err := New(shardID, db, slog.New(slog.DiscardHandler), Hooks{Digest: func(index uint64, tx *storage.Tx) {
+			defer tx.Rollback()
+			s, err := tx.Shard(shardID)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			d, err := s.Digest()
+			if err != nil {
+				t.Error(err)
+			}
+			r, _, _ := s.Latest([]byte("a"), false)
+			got[index] = seen{d, string(r.Value)}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range batches {
+			for i, r := range f.ApplyBatch(b) {
+				if res, ok := r.(Result); ok && res.Err != nil {
+					t.Fatalf("entry %d: %v", b[i].Index, res.Err)
+				}
+			}
+		}
+		return got
+	}
+	one := replica("one.db", logs())
+	all := logs()
+	var single [][]*raft.Log
+	for _, l := range all {
+		single = append(single, []*raft.Log{l})
+	}
+	other := replica("two.db", single...)
+	split := replica("three.db", all[:3], all[3:])
+	if len(one) != 2 || one[2].value != "1" || one[5].value != "2" {
+		t.Fatalf("digests %+v: want indexes 2 (a=1) and 5 (a=2)", one)
+	}
+	for _, idx := range []uint64{2, 5} {
+		if one[idx].digest.Index != idx {
+			t.Errorf("digest at %d describes index %d", idx, one[idx].digest.Index)
+		}
+		if one[idx] != other[idx] || one[idx] != split[idx] {
+			t.Errorf("index %d: digests %v, %v, %v differ between batchings", idx, one[idx].digest, other[idx].digest, split[idx].digest)
+		}
+	}
+	if one[2].digest == one[5].digest {
+		t.Error("the digests before and after a write are equal")
 	}
 }

@@ -121,7 +121,7 @@ func FuzzApply(f *testing.F) {
 		var snaps [][]byte
 		for _, db := range dbs {
 			var fatals []error
-			fsm, err := New(id, db, slog.New(slog.NewTextHandler(io.Discard, nil)), func(err error) { fatals = append(fatals, err) })
+			fsm, err := New(id, db, slog.New(slog.NewTextHandler(io.Discard, nil)), Hooks{Fatal: func(err error) { fatals = append(fatals, err) }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -291,6 +291,48 @@ func TestHandle(t *testing.T) {
 	}
 }
 `,
+
+	// test-hooks
+	"internal/storage/testhooks.go": `package storage
+
+func CorruptForTest() {}
+
+func cleanupForTest() { CorruptForTest() }
+`,
+	"internal/shard/testhooks.go": `package shard
+
+import "github.com/causeway-db/causeway/internal/storage"
+
+func CorruptForTest() { storage.CorruptForTest() }
+`,
+	"internal/shard/group.go": `package shard
+
+import (
+	"github.com/causeway-db/causeway/internal/storage"
+	hooks "github.com/causeway-db/causeway/internal/storage"
+)
+
+type Group struct{ ForTest int }
+
+func (g *Group) open() {
+	storage.CorruptForTest() // want test-hooks
+	f := hooks.CorruptForTest // want test-hooks
+	f()
+	g.ForTest++
+}
+
+func resetForTest() {} // want test-hooks
+`,
+	"internal/shard/group_test.go": `package shard
+
+import (
+	"testing"
+
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+func TestDamage(t *testing.T) { storage.CorruptForTest(); CorruptForTest() }
+`,
 }
 
 var wantRE = regexp.MustCompile(`// want ([a-z-]+)`)

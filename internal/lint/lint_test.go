@@ -34,6 +34,7 @@ var rules = []rule{
 	{"pure-core", checkPureCore},
 	{"status-tables", checkStatusTables},
 	{"no-ctx-in-struct", checkNoCtxInStruct},
+	{"test-hooks", checkTestHooks},
 }
 
 // TestLint runs every rule over the whole module; the tree must be clean.
@@ -303,6 +304,45 @@ func holdsContext(f *sourceFile, t ast.Expr) bool {
 		return holdsContext(f, t.X)
 	}
 	return false
+}
+
+// --- test-hooks ----------------------------------------------------------
+
+const (
+	// testHookSuffix ends the name of every test hook: a function that
+	// exists only for tests, such as storage.CorruptForTest, which damages
+	// a replica's state past the state machine.
+	testHookSuffix = "ForTest"
+	// testHookFile is the only kind of non-test file that may declare or
+	// call a test hook (a hook may delegate to another package's hook).
+	testHookFile = "testhooks.go"
+)
+
+// checkTestHooks: no code path of a normal build may reach a test hook, so
+// that the linker leaves every hook out of the binaries. A function whose
+// name ends in ForTest is declared only in a file named testhooks.go, and
+// only _test.go files and testhooks.go files refer to one. Generated code
+// is exempt.
+func checkTestHooks(f *sourceFile, report reportFunc) {
+	if f.test || f.generated || path.Base(f.path) == testHookFile {
+		return
+	}
+	isHook := func(name string) bool {
+		return len(name) > len(testHookSuffix) && strings.HasSuffix(name, testHookSuffix)
+	}
+	declared := map[*ast.Ident]bool{}
+	for _, d := range f.ast.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && isHook(fd.Name.Name) {
+			declared[fd.Name] = true
+			report(fd.Name, "declares test hook %s outside a %s file", fd.Name.Name, testHookFile)
+		}
+	}
+	ast.Inspect(f.ast, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && isHook(id.Name) && !declared[id] {
+			report(id, "refers to test hook %s: only _test.go and %s files may", id.Name, testHookFile)
+		}
+		return true
+	})
 }
 
 // --- loading -------------------------------------------------------------

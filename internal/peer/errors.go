@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/internal/shard"
 )
 
 // Errors of the Node service. Each maps to a gRPC code in codeTable; the
@@ -60,6 +62,7 @@ var codeTable = []struct {
 	{ErrNotLeader, codes.Unavailable},
 	{ErrNoCatalogLeader, codes.Unavailable},
 	{ErrUnavailable, codes.Unavailable},
+	{shard.ErrCorrupt, codes.Unavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/internal/shard"
 )
 
 func TestToStatus(t *testing.T) {
@@ -26,6 +28,7 @@ func TestToStatus(t *testing.T) {
 		{"unknown node", fmt.Errorf("%w %q", ErrUnknownNode, "n9"), codes.NotFound},
 		{"not leader", fmt.Errorf("%w: default/3", ErrNotLeader), codes.Unavailable},
 		{"no catalog leader", ErrNoCatalogLeader, codes.Unavailable},
+		{"corrupt replica", fmt.Errorf("%w: shard default/3", shard.ErrCorrupt), codes.Unavailable},
 		{"raft failure", unavailable(errors.New("raft is already shutdown")), codes.Unavailable},
 		{"raft deadline", unavailable(context.DeadlineExceeded), codes.Unavailable},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded},

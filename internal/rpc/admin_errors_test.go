@@ -24,6 +24,7 @@ func TestAdminStatus(t *testing.T) {
 		{"peer", peerUnavailable(errors.New("dial tcp: refused")), codes.Unavailable},
 		{"shared: unknown keyspace", router.ErrUnknownKeyspace, codes.NotFound},
 		{"shared: shard stopped", shard.ErrStopped, codes.Unavailable},
+		{"shared: corrupt replica", shard.ErrCorrupt, codes.Unavailable},
 		{"anything else", errors.New("boom"), codes.Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

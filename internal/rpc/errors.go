@@ -41,6 +41,7 @@ var codeTable = []struct {
 	{ErrRoutingLoop, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
+	{shard.ErrCorrupt, codes.Unavailable},
 	{storage.ErrClosed, codes.Unavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},

@@ -160,10 +160,18 @@ func (s *KV) strongTarget(ctx context.Context, sh placement.Shard) (*shard.Group
 // floorHLC (zero: no floor). A fallback floor (see causal.Session.Fallback)
 // may lie above the shard's newest version: a replica that has not applied
 // it hands the read to the leader at once, and the leader serves it after a
-// read barrier, which makes it current with every committed write.
+// read barrier, which makes it current with every committed write. A
+// replica that failed a consistency check hands the read to another
+// replica, once: a read forwarded to it fails with shard.ErrCorrupt.
 func (s *KV) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint64, fallback bool) (*shard.Group, string, error) {
 	hasFloor := floorHLC > 0
 	g := s.router.Local(sh)
+	if g != nil && g.Corrupt() {
+		if hopsIn(ctx) > 0 {
+			return nil, "", fmt.Errorf("%w: %s on node %s", shard.ErrCorrupt, sh, s.cfg.NodeID)
+		}
+		g = nil
+	}
 	if g == nil {
 		reps, _ := s.router.Replicas(sh)
 		if len(reps) == 0 {
@@ -280,7 +288,7 @@ func (s *KV) scanShard(ctx context.Context, c *call, sh placement.Shard, sr scan
 			k, _ := s.router.Shard(c.keyspace, key)
 			return k.ID
 		})
-		if floor > 0 && s.router.Local(sh) == nil {
+		if local := s.router.Local(sh); floor > 0 && (local == nil || local.Corrupt()) {
 			// A shard scan on another node carries no floor: read it on
 			// the leader after a read barrier, which is at least as new.
 			strong = true

@@ -244,8 +244,9 @@ func (s *Server) Start() (err error) {
 		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logs, Transports: s.network,
 		Base: shard.Deps{
 			Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg),
-			OnFatal: func(err error) { s.fail(fmt.Errorf("a shard replica stopped: %w", err)) },
-			Done:    s.stopping,
+			OnFatal:  func(err error) { s.fail(fmt.Errorf("a shard replica stopped: %w", err)) },
+			Done:     s.stopping,
+			Replicas: peer.Digests{Pool: s.pool},
 		},
 		Logger: s.log,
 	})

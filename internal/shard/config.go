@@ -45,6 +45,15 @@ type Config struct {
 	GCInterval time.Duration
 	// GCBatchKeys is the most keys one Collect command visits.
 	GCBatchKeys uint32
+	// DigestInterval is how often the leader starts a replica consistency
+	// check (every replica also takes part in one when it opens). Zero
+	// turns checks off on this node: its replicas neither start checks nor
+	// answer them.
+	DigestInterval time.Duration
+	// DigestTimeout is how long a replica waits for the other replicas'
+	// digests at a check, and how long a leader lets a check it started
+	// run before it starts another on request.
+	DigestTimeout time.Duration
 }
 
 // DefaultConfig returns the production defaults (LAN timings).
@@ -62,6 +71,8 @@ func DefaultConfig() Config {
 		RequestRetention:   10 * time.Minute,
 		GCInterval:         time.Minute,
 		GCBatchKeys:        10000,
+		DigestInterval:     5 * time.Minute,
+		DigestTimeout:      30 * time.Second,
 	}
 }
 
@@ -78,6 +89,10 @@ func (c Config) Validate() error {
 		return errors.New("shard: retention and intervals must not be negative")
 	case c.GCBatchKeys == 0:
 		return errors.New("shard: GCBatchKeys must be positive")
+	case c.DigestInterval < 0:
+		return errors.New("shard: DigestInterval must not be negative")
+	case c.DigestInterval > 0 && c.DigestTimeout <= 0:
+		return errors.New("shard: DigestTimeout must be positive")
 	}
 	return nil
 }

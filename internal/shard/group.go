@@ -66,6 +66,9 @@ type Deps struct {
 	// Done, if set, is closed when the node begins to stop: background
 	// loops (garbage collection) end at once, before Close.
 	Done <-chan struct{}
+	// Replicas reaches the group's other replicas for consistency checks;
+	// nil turns the checks off.
+	Replicas Peers
 }
 
 // Group is this node's replica of one shard.
@@ -85,6 +88,7 @@ type Group struct {
 	targetTerm uint64 // the term target was read in; REQUIRES: readyMu
 	logs       raft.LogStore
 	verifier   verifier
+	checks     checker // replica consistency checks (digest.go)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -107,7 +111,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		label: id.String(),
 		stop:  make(chan struct{}),
 	}
-	f, err := fsm.New(id, deps.DB, g.log, g.onFatal)
+	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored})
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +182,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		g.wg.Add(1)
 		go g.gcLoop()
 	}
+	g.startChecks()
 	return g, nil
 }
 
@@ -226,6 +231,7 @@ func (g *Group) Close() error {
 			g.deps.Metrics.remove(g)
 		}
 		err = g.raft.Shutdown().Error()
+		g.checks.drop()
 		if c, ok := g.deps.Transport.(interface{ Close() error }); ok {
 			_ = c.Close()
 		}
@@ -400,8 +406,12 @@ func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-// Read runs fn on this replica's applied state.
+// Read runs fn on this replica's applied state. It fails with ErrCorrupt
+// while the replica refuses reads after a failed consistency check.
 func (g *Group) Read(fn func(*storage.ShardTx) error) error {
+	if err := g.refusal(); err != nil {
+		return err
+	}
 	return g.deps.DB.View(func(tx *storage.Tx) error {
 		s, err := tx.Shard(g.id)
 		if err != nil {

@@ -15,8 +15,10 @@ type Metrics struct {
 	gcRemoved      *prometheus.CounterVec
 	leaderChecks   prometheus.Counter
 	checkedReads   prometheus.Counter
+	digestChecks   *prometheus.CounterVec
+	digestSeconds  prometheus.Histogram
 
-	isLeader, term, commit, applied, snapshot *prometheus.Desc
+	isLeader, term, commit, applied, snapshot, mismatch *prometheus.Desc
 
 	mu     sync.Mutex
 	groups map[*Group]struct{}
@@ -43,6 +45,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "causeway", Subsystem: "shard", Name: "leader_checked_reads_total",
 			Help: "STRONG reads served after a leadership confirmation; divided by leader_checks_total it is the batching factor.",
 		}),
+		digestChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "digest_checks_total",
+			Help: "Replica consistency checks concluded by this node's replica: match (every replica agreed), mismatch (some differed), incomplete (some did not answer, none differed).",
+		}, []string{"shard", "result"}),
+		digestSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "digest_seconds",
+			Help:    "Time to compute one replica digest.",
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
+		}),
+		mismatch: prometheus.NewDesc("causeway_shard_digest_mismatch",
+			"1 while this node's replica refuses reads because its digest differed from its group's at a consistency check (corrupt or suspect).", labels, nil),
 		isLeader: prometheus.NewDesc("causeway_shard_is_leader", "1 if this node's replica leads the shard.", labels, nil),
 		term:     prometheus.NewDesc("causeway_shard_term", "Raft term of the replica.", labels, nil),
 		commit:   prometheus.NewDesc("causeway_shard_commit_index", "Raft commit index of the replica.", labels, nil),
@@ -50,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewDesc("causeway_shard_last_snapshot_index", "Index of the replica's last snapshot.", labels, nil),
 		groups:   make(map[*Group]struct{}),
 	}
-	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m)
+	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m)
 	return m
 }
 
@@ -85,9 +98,21 @@ func (m *Metrics) observeGC(shard string, removed int) {
 	}
 }
 
+func (m *Metrics) observeCheck(shard, result string) {
+	if m != nil {
+		m.digestChecks.WithLabelValues(shard, result).Inc()
+	}
+}
+
+func (m *Metrics) observeDigest(d time.Duration) {
+	if m != nil {
+		m.digestSeconds.Observe(d.Seconds())
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.isLeader, m.term, m.commit, m.applied, m.snapshot} {
+	for _, d := range []*prometheus.Desc{m.isLeader, m.term, m.commit, m.applied, m.snapshot, m.mismatch} {
 		ch <- d
 	}
 }
@@ -114,5 +139,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.commit, float64(st.CommitIndex))
 		gauge(m.applied, float64(st.AppliedIndex))
 		gauge(m.snapshot, float64(st.LastSnapshotIndex))
+		refused := 0.0
+		if g.Corrupt() {
+			refused = 1
+		}
+		gauge(m.mismatch, refused)
 	}
 }

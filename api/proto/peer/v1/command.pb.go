@@ -86,6 +86,7 @@ type Command struct {
 	//
 	//	*Command_Write
 	//	*Command_Collect
+	//	*Command_DigestCheck
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -153,6 +154,15 @@ func (x *Command) GetCollect() *Collect {
 	return nil
 }
 
+func (x *Command) GetDigestCheck() *DigestCheck {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DigestCheck); ok {
+			return x.DigestCheck
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -165,9 +175,15 @@ type Command_Collect struct {
 	Collect *Collect `protobuf:"bytes,3,opt,name=collect,proto3,oneof"`
 }
 
+type Command_DigestCheck struct {
+	DigestCheck *DigestCheck `protobuf:"bytes,4,opt,name=digest_check,json=digestCheck,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Op() {}
 
 func (*Command_Collect) isCommand_Op() {}
+
+func (*Command_DigestCheck) isCommand_Op() {}
 
 // Write creates one new version of a key (a value or a tombstone).
 type Write struct {
@@ -404,15 +420,56 @@ func (x *Collect) GetMaxKeys() uint32 {
 	return 0
 }
 
+// DigestCheck starts a replica consistency check: every replica that
+// applies it fingerprints its state as of the entry's index (the same
+// state on every replica), and the replicas then compare their digests
+// (ReplicaDigest). It changes nothing in the state.
+type DigestCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DigestCheck) Reset() {
+	*x = DigestCheck{}
+	mi := &file_peer_v1_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DigestCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DigestCheck) ProtoMessage() {}
+
+func (x *DigestCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DigestCheck.ProtoReflect.Descriptor instead.
+func (*DigestCheck) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
+}
+
 var File_peer_v1_command_proto protoreflect.FileDescriptor
 
 const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\x8f\x01\n" +
+	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xd3\x01\n" +
 	"\aCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12/\n" +
 	"\x05write\x18\x02 \x01(\v2\x17.causeway.peer.v1.WriteH\x00R\x05write\x125\n" +
-	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollectB\x04\n" +
+	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollect\x12B\n" +
+	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheckB\x04\n" +
 	"\x02op\"\xdd\x01\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -436,7 +493,8 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"cutoff_hlc\x18\x01 \x01(\x04R\tcutoffHlc\x12,\n" +
 	"\x12request_cutoff_hlc\x18\x02 \x01(\x04R\x10requestCutoffHlc\x12\x1b\n" +
 	"\tstart_key\x18\x03 \x01(\fR\bstartKey\x12\x19\n" +
-	"\bmax_keys\x18\x04 \x01(\rR\amaxKeysB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\"\r\n" +
+	"\vDigestCheckB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_command_proto_rawDescOnce sync.Once
@@ -451,24 +509,26 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_peer_v1_command_proto_goTypes = []any{
 	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
 	(*Command)(nil),     // 1: causeway.peer.v1.Command
 	(*Write)(nil),       // 2: causeway.peer.v1.Write
 	(*Condition)(nil),   // 3: causeway.peer.v1.Condition
 	(*Collect)(nil),     // 4: causeway.peer.v1.Collect
+	(*DigestCheck)(nil), // 5: causeway.peer.v1.DigestCheck
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
 	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
 	4, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
-	3, // 2: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	0, // 3: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
+	3, // 3: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	0, // 4: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -479,6 +539,7 @@ func file_peer_v1_command_proto_init() {
 	file_peer_v1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Write)(nil),
 		(*Command_Collect)(nil),
+		(*Command_DigestCheck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -486,7 +547,7 @@ func file_peer_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -83,6 +83,63 @@ func (ChangeReplicasRequest_Op) EnumDescriptor() ([]byte, []int) {
 	return file_peer_v1_node_proto_rawDescGZIP(), []int{4, 0}
 }
 
+type ReplicaDigestResponse_State int32
+
+const (
+	ReplicaDigestResponse_STATE_UNSPECIFIED ReplicaDigestResponse_State = 0
+	// digest holds the replica's digest at the index.
+	ReplicaDigestResponse_STATE_READY ReplicaDigestResponse_State = 1
+	// The replica has not applied the index yet, or is still computing
+	// its digest: ask again.
+	ReplicaDigestResponse_STATE_PENDING ReplicaDigestResponse_State = 2
+	// The replica will never have a digest at the index: it went past it
+	// without computing one (a snapshot installed over it, a restart).
+	ReplicaDigestResponse_STATE_UNKNOWN ReplicaDigestResponse_State = 3
+)
+
+// Enum value maps for ReplicaDigestResponse_State.
+var (
+	ReplicaDigestResponse_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_READY",
+		2: "STATE_PENDING",
+		3: "STATE_UNKNOWN",
+	}
+	ReplicaDigestResponse_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_READY":       1,
+		"STATE_PENDING":     2,
+		"STATE_UNKNOWN":     3,
+	}
+)
+
+func (x ReplicaDigestResponse_State) Enum() *ReplicaDigestResponse_State {
+	p := new(ReplicaDigestResponse_State)
+	*p = x
+	return p
+}
+
+func (x ReplicaDigestResponse_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplicaDigestResponse_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_peer_v1_node_proto_enumTypes[1].Descriptor()
+}
+
+func (ReplicaDigestResponse_State) Type() protoreflect.EnumType {
+	return &file_peer_v1_node_proto_enumTypes[1]
+}
+
+func (x ReplicaDigestResponse_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplicaDigestResponse_State.Descriptor instead.
+func (ReplicaDigestResponse_State) EnumDescriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{15, 0}
+}
+
 type ShardRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace      string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -888,6 +945,269 @@ func (x *PlacementResponse) GetEpoch() uint64 {
 	return 0
 }
 
+type ReplicaDigestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard *ShardRef              `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// Raft index of the DigestCheck command.
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaDigestRequest) Reset() {
+	*x = ReplicaDigestRequest{}
+	mi := &file_peer_v1_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDigestRequest) ProtoMessage() {}
+
+func (x *ReplicaDigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDigestRequest.ProtoReflect.Descriptor instead.
+func (*ReplicaDigestRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReplicaDigestRequest) GetShard() *ShardRef {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+func (x *ReplicaDigestRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type ReplicaDigestResponse struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	State         ReplicaDigestResponse_State `protobuf:"varint,1,opt,name=state,proto3,enum=causeway.peer.v1.ReplicaDigestResponse_State" json:"state,omitempty"`
+	Digest        *Digest                     `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaDigestResponse) Reset() {
+	*x = ReplicaDigestResponse{}
+	mi := &file_peer_v1_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDigestResponse) ProtoMessage() {}
+
+func (x *ReplicaDigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDigestResponse.ProtoReflect.Descriptor instead.
+func (*ReplicaDigestResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReplicaDigestResponse) GetState() ReplicaDigestResponse_State {
+	if x != nil {
+		return x.State
+	}
+	return ReplicaDigestResponse_STATE_UNSPECIFIED
+}
+
+func (x *ReplicaDigestResponse) GetDigest() *Digest {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+// Digest mirrors storage.Digest.
+type Digest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Index   uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	MaxHlc  uint64                 `protobuf:"varint,2,opt,name=max_hlc,json=maxHlc,proto3" json:"max_hlc,omitempty"`
+	Entries uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
+	// storage.DigestSlots hashes, one per slot.
+	Slots         []uint64 `protobuf:"fixed64,4,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	Requests      uint64   `protobuf:"fixed64,5,opt,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Digest) Reset() {
+	*x = Digest{}
+	mi := &file_peer_v1_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Digest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Digest) ProtoMessage() {}
+
+func (x *Digest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Digest.ProtoReflect.Descriptor instead.
+func (*Digest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Digest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Digest) GetMaxHlc() uint64 {
+	if x != nil {
+		return x.MaxHlc
+	}
+	return 0
+}
+
+func (x *Digest) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *Digest) GetSlots() []uint64 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *Digest) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+type CheckReplicasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         *ShardRef              `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckReplicasRequest) Reset() {
+	*x = CheckReplicasRequest{}
+	mi := &file_peer_v1_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckReplicasRequest) ProtoMessage() {}
+
+func (x *CheckReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckReplicasRequest.ProtoReflect.Descriptor instead.
+func (*CheckReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CheckReplicasRequest) GetShard() *ShardRef {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+type CheckReplicasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckReplicasResponse) Reset() {
+	*x = CheckReplicasResponse{}
+	mi := &file_peer_v1_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckReplicasResponse) ProtoMessage() {}
+
+func (x *CheckReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckReplicasResponse.ProtoReflect.Descriptor instead.
+func (*CheckReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{18}
+}
+
 var File_peer_v1_node_proto protoreflect.FileDescriptor
 
 const file_peer_v1_node_proto_rawDesc = "" +
@@ -954,14 +1274,36 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x10PlacementRequest\";\n" +
 	"\x11PlacementResponse\x12\x10\n" +
 	"\x03map\x18\x01 \x01(\fR\x03map\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch2\x9f\x04\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"^\n" +
+	"\x14ReplicaDigestRequest\x120\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\xe5\x01\n" +
+	"\x15ReplicaDigestResponse\x12C\n" +
+	"\x05state\x18\x01 \x01(\x0e2-.causeway.peer.v1.ReplicaDigestResponse.StateR\x05state\x120\n" +
+	"\x06digest\x18\x02 \x01(\v2\x18.causeway.peer.v1.DigestR\x06digest\"U\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vSTATE_READY\x10\x01\x12\x11\n" +
+	"\rSTATE_PENDING\x10\x02\x12\x11\n" +
+	"\rSTATE_UNKNOWN\x10\x03\"\x83\x01\n" +
+	"\x06Digest\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x17\n" +
+	"\amax_hlc\x18\x02 \x01(\x04R\x06maxHlc\x12\x18\n" +
+	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x14\n" +
+	"\x05slots\x18\x04 \x03(\x06R\x05slots\x12\x1a\n" +
+	"\brequests\x18\x05 \x01(\x06R\brequests\"H\n" +
+	"\x14CheckReplicasRequest\x120\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\x17\n" +
+	"\x15CheckReplicasResponse2\xe3\x05\n" +
 	"\x04Node\x12T\n" +
 	"\tScanShard\x12\".causeway.peer.v1.ScanShardRequest\x1a#.causeway.peer.v1.ScanShardResponse\x12c\n" +
 	"\x0eChangeReplicas\x12'.causeway.peer.v1.ChangeReplicasRequest\x1a(.causeway.peer.v1.ChangeReplicasResponse\x12`\n" +
 	"\rReplicaStatus\x12&.causeway.peer.v1.ReplicaStatusRequest\x1a'.causeway.peer.v1.ReplicaStatusResponse\x12Z\n" +
 	"\vCatalogJoin\x12$.causeway.peer.v1.CatalogJoinRequest\x1a%.causeway.peer.v1.CatalogJoinResponse\x12H\n" +
 	"\x05Drain\x12\x1e.causeway.peer.v1.DrainRequest\x1a\x1f.causeway.peer.v1.DrainResponse\x12T\n" +
-	"\tPlacement\x12\".causeway.peer.v1.PlacementRequest\x1a#.causeway.peer.v1.PlacementResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\tPlacement\x12\".causeway.peer.v1.PlacementRequest\x1a#.causeway.peer.v1.PlacementResponse\x12`\n" +
+	"\rReplicaDigest\x12&.causeway.peer.v1.ReplicaDigestRequest\x1a'.causeway.peer.v1.ReplicaDigestResponse\x12`\n" +
+	"\rCheckReplicas\x12&.causeway.peer.v1.CheckReplicasRequest\x1a'.causeway.peer.v1.CheckReplicasResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_node_proto_rawDescOnce sync.Once
@@ -975,48 +1317,62 @@ func file_peer_v1_node_proto_rawDescGZIP() []byte {
 	return file_peer_v1_node_proto_rawDescData
 }
 
-var file_peer_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_peer_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_peer_v1_node_proto_goTypes = []any{
-	(ChangeReplicasRequest_Op)(0),  // 0: causeway.peer.v1.ChangeReplicasRequest.Op
-	(*ShardRef)(nil),               // 1: causeway.peer.v1.ShardRef
-	(*ScanShardRequest)(nil),       // 2: causeway.peer.v1.ScanShardRequest
-	(*ScanItem)(nil),               // 3: causeway.peer.v1.ScanItem
-	(*ScanShardResponse)(nil),      // 4: causeway.peer.v1.ScanShardResponse
-	(*ChangeReplicasRequest)(nil),  // 5: causeway.peer.v1.ChangeReplicasRequest
-	(*ChangeReplicasResponse)(nil), // 6: causeway.peer.v1.ChangeReplicasResponse
-	(*ReplicaStatusRequest)(nil),   // 7: causeway.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil),  // 8: causeway.peer.v1.ReplicaStatusResponse
-	(*CatalogJoinRequest)(nil),     // 9: causeway.peer.v1.CatalogJoinRequest
-	(*CatalogJoinResponse)(nil),    // 10: causeway.peer.v1.CatalogJoinResponse
-	(*DrainRequest)(nil),           // 11: causeway.peer.v1.DrainRequest
-	(*DrainResponse)(nil),          // 12: causeway.peer.v1.DrainResponse
-	(*PlacementRequest)(nil),       // 13: causeway.peer.v1.PlacementRequest
-	(*PlacementResponse)(nil),      // 14: causeway.peer.v1.PlacementResponse
+	(ChangeReplicasRequest_Op)(0),    // 0: causeway.peer.v1.ChangeReplicasRequest.Op
+	(ReplicaDigestResponse_State)(0), // 1: causeway.peer.v1.ReplicaDigestResponse.State
+	(*ShardRef)(nil),                 // 2: causeway.peer.v1.ShardRef
+	(*ScanShardRequest)(nil),         // 3: causeway.peer.v1.ScanShardRequest
+	(*ScanItem)(nil),                 // 4: causeway.peer.v1.ScanItem
+	(*ScanShardResponse)(nil),        // 5: causeway.peer.v1.ScanShardResponse
+	(*ChangeReplicasRequest)(nil),    // 6: causeway.peer.v1.ChangeReplicasRequest
+	(*ChangeReplicasResponse)(nil),   // 7: causeway.peer.v1.ChangeReplicasResponse
+	(*ReplicaStatusRequest)(nil),     // 8: causeway.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil),    // 9: causeway.peer.v1.ReplicaStatusResponse
+	(*CatalogJoinRequest)(nil),       // 10: causeway.peer.v1.CatalogJoinRequest
+	(*CatalogJoinResponse)(nil),      // 11: causeway.peer.v1.CatalogJoinResponse
+	(*DrainRequest)(nil),             // 12: causeway.peer.v1.DrainRequest
+	(*DrainResponse)(nil),            // 13: causeway.peer.v1.DrainResponse
+	(*PlacementRequest)(nil),         // 14: causeway.peer.v1.PlacementRequest
+	(*PlacementResponse)(nil),        // 15: causeway.peer.v1.PlacementResponse
+	(*ReplicaDigestRequest)(nil),     // 16: causeway.peer.v1.ReplicaDigestRequest
+	(*ReplicaDigestResponse)(nil),    // 17: causeway.peer.v1.ReplicaDigestResponse
+	(*Digest)(nil),                   // 18: causeway.peer.v1.Digest
+	(*CheckReplicasRequest)(nil),     // 19: causeway.peer.v1.CheckReplicasRequest
+	(*CheckReplicasResponse)(nil),    // 20: causeway.peer.v1.CheckReplicasResponse
 }
 var file_peer_v1_node_proto_depIdxs = []int32{
-	1,  // 0: causeway.peer.v1.ScanShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
-	3,  // 1: causeway.peer.v1.ScanShardResponse.items:type_name -> causeway.peer.v1.ScanItem
-	1,  // 2: causeway.peer.v1.ChangeReplicasRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	2,  // 0: causeway.peer.v1.ScanShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	4,  // 1: causeway.peer.v1.ScanShardResponse.items:type_name -> causeway.peer.v1.ScanItem
+	2,  // 2: causeway.peer.v1.ChangeReplicasRequest.shard:type_name -> causeway.peer.v1.ShardRef
 	0,  // 3: causeway.peer.v1.ChangeReplicasRequest.op:type_name -> causeway.peer.v1.ChangeReplicasRequest.Op
-	1,  // 4: causeway.peer.v1.ReplicaStatusRequest.shard:type_name -> causeway.peer.v1.ShardRef
-	2,  // 5: causeway.peer.v1.Node.ScanShard:input_type -> causeway.peer.v1.ScanShardRequest
-	5,  // 6: causeway.peer.v1.Node.ChangeReplicas:input_type -> causeway.peer.v1.ChangeReplicasRequest
-	7,  // 7: causeway.peer.v1.Node.ReplicaStatus:input_type -> causeway.peer.v1.ReplicaStatusRequest
-	9,  // 8: causeway.peer.v1.Node.CatalogJoin:input_type -> causeway.peer.v1.CatalogJoinRequest
-	11, // 9: causeway.peer.v1.Node.Drain:input_type -> causeway.peer.v1.DrainRequest
-	13, // 10: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
-	4,  // 11: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
-	6,  // 12: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
-	8,  // 13: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
-	10, // 14: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
-	12, // 15: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
-	14, // 16: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	2,  // 4: causeway.peer.v1.ReplicaStatusRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	2,  // 5: causeway.peer.v1.ReplicaDigestRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	1,  // 6: causeway.peer.v1.ReplicaDigestResponse.state:type_name -> causeway.peer.v1.ReplicaDigestResponse.State
+	18, // 7: causeway.peer.v1.ReplicaDigestResponse.digest:type_name -> causeway.peer.v1.Digest
+	2,  // 8: causeway.peer.v1.CheckReplicasRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	3,  // 9: causeway.peer.v1.Node.ScanShard:input_type -> causeway.peer.v1.ScanShardRequest
+	6,  // 10: causeway.peer.v1.Node.ChangeReplicas:input_type -> causeway.peer.v1.ChangeReplicasRequest
+	8,  // 11: causeway.peer.v1.Node.ReplicaStatus:input_type -> causeway.peer.v1.ReplicaStatusRequest
+	10, // 12: causeway.peer.v1.Node.CatalogJoin:input_type -> causeway.peer.v1.CatalogJoinRequest
+	12, // 13: causeway.peer.v1.Node.Drain:input_type -> causeway.peer.v1.DrainRequest
+	14, // 14: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
+	16, // 15: causeway.peer.v1.Node.ReplicaDigest:input_type -> causeway.peer.v1.ReplicaDigestRequest
+	19, // 16: causeway.peer.v1.Node.CheckReplicas:input_type -> causeway.peer.v1.CheckReplicasRequest
+	5,  // 17: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
+	7,  // 18: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
+	9,  // 19: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
+	11, // 20: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
+	13, // 21: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
+	15, // 22: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
+	17, // 23: causeway.peer.v1.Node.ReplicaDigest:output_type -> causeway.peer.v1.ReplicaDigestResponse
+	20, // 24: causeway.peer.v1.Node.CheckReplicas:output_type -> causeway.peer.v1.CheckReplicasResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_node_proto_init() }
@@ -1029,8 +1385,8 @@ func file_peer_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_node_proto_rawDesc), len(file_peer_v1_node_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      2,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	Node_CatalogJoin_FullMethodName    = "/causeway.peer.v1.Node/CatalogJoin"
 	Node_Drain_FullMethodName          = "/causeway.peer.v1.Node/Drain"
 	Node_Placement_FullMethodName      = "/causeway.peer.v1.Node/Placement"
+	Node_ReplicaDigest_FullMethodName  = "/causeway.peer.v1.Node/ReplicaDigest"
+	Node_CheckReplicas_FullMethodName  = "/causeway.peer.v1.Node/CheckReplicas"
 )
 
 // NodeClient is the client API for Node service.
@@ -49,6 +51,13 @@ type NodeClient interface {
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 	// Placement returns the receiving node's view of the placement map.
 	Placement(ctx context.Context, in *PlacementRequest, opts ...grpc.CallOption) (*PlacementResponse, error)
+	// ReplicaDigest returns the digest of the receiving node's replica of a
+	// shard as of the index of a DigestCheck command.
+	ReplicaDigest(ctx context.Context, in *ReplicaDigestRequest, opts ...grpc.CallOption) (*ReplicaDigestResponse, error)
+	// CheckReplicas asks the receiving node, which must lead the shard, to
+	// start a replica consistency check: it proposes a DigestCheck command
+	// soon, unless a check it started is still under way. It does not wait.
+	CheckReplicas(ctx context.Context, in *CheckReplicasRequest, opts ...grpc.CallOption) (*CheckReplicasResponse, error)
 }
 
 type nodeClient struct {
@@ -119,6 +128,26 @@ func (c *nodeClient) Placement(ctx context.Context, in *PlacementRequest, opts .
 	return out, nil
 }
 
+func (c *nodeClient) ReplicaDigest(ctx context.Context, in *ReplicaDigestRequest, opts ...grpc.CallOption) (*ReplicaDigestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplicaDigestResponse)
+	err := c.cc.Invoke(ctx, Node_ReplicaDigest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) CheckReplicas(ctx context.Context, in *CheckReplicasRequest, opts ...grpc.CallOption) (*CheckReplicasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckReplicasResponse)
+	err := c.cc.Invoke(ctx, Node_CheckReplicas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -141,6 +170,13 @@ type NodeServer interface {
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	// Placement returns the receiving node's view of the placement map.
 	Placement(context.Context, *PlacementRequest) (*PlacementResponse, error)
+	// ReplicaDigest returns the digest of the receiving node's replica of a
+	// shard as of the index of a DigestCheck command.
+	ReplicaDigest(context.Context, *ReplicaDigestRequest) (*ReplicaDigestResponse, error)
+	// CheckReplicas asks the receiving node, which must lead the shard, to
+	// start a replica consistency check: it proposes a DigestCheck command
+	// soon, unless a check it started is still under way. It does not wait.
+	CheckReplicas(context.Context, *CheckReplicasRequest) (*CheckReplicasResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -168,6 +204,12 @@ func (UnimplementedNodeServer) Drain(context.Context, *DrainRequest) (*DrainResp
 }
 func (UnimplementedNodeServer) Placement(context.Context, *PlacementRequest) (*PlacementResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Placement not implemented")
+}
+func (UnimplementedNodeServer) ReplicaDigest(context.Context, *ReplicaDigestRequest) (*ReplicaDigestResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReplicaDigest not implemented")
+}
+func (UnimplementedNodeServer) CheckReplicas(context.Context, *CheckReplicasRequest) (*CheckReplicasResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CheckReplicas not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -298,6 +340,42 @@ func _Node_Placement_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_ReplicaDigest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplicaDigestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).ReplicaDigest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_ReplicaDigest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).ReplicaDigest(ctx, req.(*ReplicaDigestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_CheckReplicas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckReplicasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).CheckReplicas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_CheckReplicas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).CheckReplicas(ctx, req.(*CheckReplicasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +406,14 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Placement",
 			Handler:    _Node_Placement_Handler,
+		},
+		{
+			MethodName: "ReplicaDigest",
+			Handler:    _Node_ReplicaDigest_Handler,
+		},
+		{
+			MethodName: "CheckReplicas",
+			Handler:    _Node_CheckReplicas_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
