@@ -28,6 +28,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		{Op: &peerv1.Command_Write{Write: &peerv1.Write{Key: []byte("b"), Value: []byte("new"), Site: "s1",
 			Condition: &peerv1.Condition{Kind: peerv1.Condition_KIND_ABSENT}}}},
 		{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{CutoffHlc: 100, RequestCutoffHlc: 100, MaxKeys: 10}}},
+		{Op: &peerv1.Command_DigestCheck{DigestCheck: &peerv1.DigestCheck{}}},
 		{},
 	}
 	var out [][]byte

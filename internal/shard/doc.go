@@ -12,5 +12,9 @@
 //
 // Ownership: Open starts raft's goroutines and Close stops them; the group
 // also owns a garbage-collection loop that proposes Collect commands while it
-// is leader. Close is idempotent.
+// is leader, and, for replica consistency checks (digest.go), a check loop
+// that proposes DigestCheck commands, a digest worker that fingerprints the
+// state the FSM captures at each of them, and one short-lived comparison
+// per check. Close stops them all before it stops raft. Read refuses reads
+// while a check has found the replica corrupt. Close is idempotent.
 package shard
