@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/poll"
 )
@@ -85,7 +88,16 @@ func (w *writer) verify(t *testing.T, c *Cluster) {
 	for k, v := range w.acked {
 		n := live[i%len(live)]
 		i++
-		g, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(k), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+		// A read may fail while a shard elects (retryable); a read that
+		// answers must answer the acknowledged value.
+		var g *kvv1.GetResponse
+		var err error
+		for attempt := 0; attempt < 50; attempt++ {
+			if g, err = n.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(k), Consistency: kvv1.Consistency_CONSISTENCY_STRONG}); status.Code(err) != codes.Unavailable {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err != nil || !g.Found || string(g.Value) != v {
 			t.Fatalf("acknowledged %s=%s, read through %s: %v %v", k, v, n.ID, g, err)
 		}
