@@ -49,9 +49,9 @@ func gaugeValue(t *testing.T, n *Node, name, lv string) float64 {
 	return 0
 }
 
-// mismatchChecks sums causeway_shard_digest_checks_total{result="mismatch"}
-// over every shard of n.
-func mismatchChecks(t *testing.T, n *Node) float64 {
+// counterSum sums the counter name over every series of n that has the
+// label value lv ("" for all).
+func counterSum(t *testing.T, n *Node, name, lv string) float64 {
 	t.Helper()
 	fams, err := n.Srv.Registry().Gather()
 	if err != nil {
@@ -59,16 +59,23 @@ func mismatchChecks(t *testing.T, n *Node) float64 {
 	}
 	sum := 0.0
 	for _, f := range fams {
-		if f.GetName() != "causeway_shard_digest_checks_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if hasLabel(m, "mismatch") {
+			if lv == "" || hasLabel(m, lv) {
 				sum += m.GetCounter().GetValue()
 			}
 		}
 	}
 	return sum
+}
+
+// mismatchChecks sums causeway_shard_digest_checks_total{result="mismatch"}
+// over every shard of n.
+func mismatchChecks(t *testing.T, n *Node) float64 {
+	t.Helper()
+	return counterSum(t, n, "causeway_shard_digest_checks_total", "mismatch")
 }
 
 // everyReplicaChecked waits until every replica of the site concluded at
@@ -117,6 +124,16 @@ func TestHealthySiteRaisesNoDigestMismatch(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
+	poll.Until(t, 30*time.Second, "garbage collection to remove versions", func() error {
+		removed := 0.0
+		for _, n := range nodes {
+			removed += counterSum(t, n, "causeway_shard_gc_removed_versions_total", "")
+		}
+		if removed == 0 {
+			return errors.New("nothing removed yet")
+		}
+		return nil
+	})
 	base := map[string]int{}
 	for _, n := range nodes {
 		for _, g := range n.Srv.Groups() {
