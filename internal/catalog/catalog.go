@@ -352,6 +352,17 @@ func (c *Catalog) leaderLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.RebalanceInterval)
 	defer t.Stop()
+	// A round in flight ends when the catalog closes, so that Close (and
+	// the node's shutdown) does not wait out StepTimeout.
+	life, cancelLife := context.WithCancel(context.Background())
+	defer cancelLife()
+	go func() {
+		select {
+		case <-c.stop:
+			cancelLife()
+		case <-life.Done():
+		}
+	}()
 	for {
 		select {
 		case <-c.stop:
@@ -361,16 +372,7 @@ func (c *Catalog) leaderLoop() {
 		if !c.IsLeader() {
 			continue
 		}
-		// A round in flight ends when the catalog closes, so that Close
-		// (and the node's shutdown) does not wait out StepTimeout.
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StepTimeout)
-		go func() {
-			select {
-			case <-c.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithTimeout(life, c.cfg.StepTimeout)
 		if err := c.lead(ctx); err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() != context.Canceled {
 			c.log.Warn("catalog leader round", "err", err)
 		}

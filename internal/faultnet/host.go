@@ -24,9 +24,6 @@ func (n *Net) Host(self Endpoint, reg prometheus.Registerer) *Host {
 	return &Host{net: n, self: self, metrics: newMetrics(reg)}
 }
 
-// Self returns the Host's endpoint.
-func (h *Host) Self() Endpoint { return h.self }
-
 // Register records that this Host listens on addr.
 func (h *Host) Register(addr string) { h.net.Register(addr, h.self) }
 

@@ -122,21 +122,6 @@ func (n *Net) Register(addr string, ep Endpoint) {
 	n.mu.addrs[addr] = ep
 }
 
-// Unregister forgets addr.
-func (n *Net) Unregister(addr string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.mu.addrs, addr)
-}
-
-// Lookup returns the endpoint listening on addr.
-func (n *Net) Lookup(addr string) (Endpoint, bool) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	ep, ok := n.mu.addrs[addr]
-	return ep, ok
-}
-
 // SetRule sets the rule of messages from one node to another (the zero
 // Rule clears it).
 func (n *Net) SetRule(from, to Endpoint, r Rule) error {
@@ -219,14 +204,6 @@ func (n *Net) Heal() {
 	n.update(func() {
 		clear(n.mu.nodes)
 		clear(n.mu.sites)
-	})
-}
-
-// HealLink clears the rules between a and b, both directions.
-func (n *Net) HealLink(a, b Endpoint) {
-	n.update(func() {
-		delete(n.mu.nodes, pair[Endpoint]{a, b})
-		delete(n.mu.nodes, pair[Endpoint]{b, a})
 	})
 }
 
