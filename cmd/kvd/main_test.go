@@ -61,10 +61,35 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		{"--shards", "0"},
 		{"--replicas", "0"},
 		{"--client-addr", "nope"},
+		{"--recover-catalog", "n1"},
+		{"--recover-catalog", "n2,Bad Id"},
 	} {
 		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "invalid configuration") {
 			t.Errorf("run(%q) = %v", args, err)
 		}
+	}
+}
+
+func TestParseRecoverCatalog(t *testing.T) {
+	cfg, _, err := parse([]string{"--recover-catalog", "n2, n3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.RecoverCatalog, ",") != "n2,n3" {
+		t.Fatalf("--recover-catalog n2, n3 = %q", cfg.RecoverCatalog)
+	}
+	if cfg, _, _ := parse(nil, io.Discard); cfg.RecoverCatalog != nil {
+		t.Fatalf("no --recover-catalog = %q", cfg.RecoverCatalog)
+	}
+}
+
+// TestRecoverCatalogWithoutState: a node with no catalog has nothing to
+// recover from, and does not start.
+func TestRecoverCatalogWithoutState(t *testing.T) {
+	err := run(t.Context(), []string{"--data-dir", t.TempDir(), "--recover-catalog", "n2,n3",
+		"--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no catalog state") {
+		t.Fatalf("run with --recover-catalog on an empty data dir = %v", err)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,6 +19,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/vfs"
@@ -53,6 +56,14 @@ type Config struct {
 	StepTimeout time.Duration
 	// Raft timings (LAN).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// RecoverLost, when not empty, recovers a catalog that lost its quorum
+	// for good (kvd --recover-catalog, docs/adr/014): at Open this replica
+	// becomes the catalog's only voter, giving up these voters (they must
+	// be exactly the other voters of its configuration) and every
+	// non-voter, and starts a new generation of the catalog. Open fails
+	// when the voters differ, and does nothing when this replica already is
+	// the only member.
+	RecoverLost []string
 }
 
 // DefaultConfig returns the defaults.
@@ -80,8 +91,11 @@ type Members interface {
 
 // Shards executes the raft half of placement steps on shard groups.
 type Shards interface {
-	// Hosted reports whether node has opened its replica of s.
-	Hosted(ctx context.Context, s placement.Shard, node Node) (bool, error)
+	// Hosted reports whether node has opened its replica of s, of
+	// generation gen or newer.
+	Hosted(ctx context.Context, s placement.Shard, node Node, gen uint64) (bool, error)
+	// Status reports node's replica of s.
+	Status(ctx context.Context, s placement.Shard, node Node) (ReplicaStatus, error)
 	// AddLearner, Promote and Remove change s's raft configuration
 	// through its leader; replicas lists the shard's current replicas.
 	AddLearner(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
@@ -95,8 +109,29 @@ type Shards interface {
 	// TransferLeader hands s's leadership to node.
 	TransferLeader(ctx context.Context, s placement.Shard, replicas []Node, node Node) error
 	// RecoverAlone makes survivor's replica the only voter of s, giving
-	// up lost (placement.StepRecover).
-	RecoverAlone(ctx context.Context, s placement.Shard, survivor, lost Node) error
+	// up lost, and starts generation gen of s: without force only if its
+	// group is two voters, survivor and a lost one (placement.StepRecover),
+	// with force whatever it is (placement.StepForceRecover).
+	RecoverAlone(ctx context.Context, s placement.Shard, survivor Node, lost []string, force bool, gen uint64) error
+}
+
+// ReplicaStatus is a node's report on its replica of a shard.
+type ReplicaStatus struct {
+	// Hosted is false when the node has no replica of the shard open; the
+	// other fields are then zero.
+	Hosted bool
+	// State is raft's: Leader, Follower, Candidate, Shutdown.
+	State string
+	// Leader is the leader the replica knows, if any.
+	Leader string
+	Term   uint64
+	// LastIndex and LastLogTerm are those of the last entry of its log.
+	LastIndex, LastLogTerm uint64
+	CommitIndex            uint64
+	AppliedIndex           uint64
+	Generation             uint64
+	// Voters and Learners are its latest raft configuration.
+	Voters, Learners []string
 }
 
 // Deps are a catalog's collaborators.
@@ -108,6 +143,11 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Registry receives the catalog's metrics (nil: none).
 	Registry prometheus.Registerer
+	// OnStale, if set, is called once when a replica of a newer
+	// generation of the catalog shows this one was given up by a recovery
+	// elsewhere (docs/adr/014). The replica stops taking part in the group
+	// and is rebuilt from the site at the next Open; the node should stop.
+	OnStale func(error)
 }
 
 // Catalog is this node's replica of the site catalog.
@@ -119,10 +159,13 @@ type Catalog struct {
 	log  *slog.Logger
 	m    *metrics
 
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
-	stopOnce sync.Once
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	once      sync.Once
+	stopOnce  sync.Once
+	store     storage.GroupStore
+	gen       atomic.Uint64 // generation of this replica
+	staleOnce sync.Once
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
@@ -137,11 +180,27 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true
-	snaps, err := snapstore.New(snapstore.Config{Dir: filepath.Join(cfg.SnapshotDir, GroupName), Retain: 2, FS: cfg.FS}, c.log)
+	snapDir := filepath.Join(cfg.SnapshotDir, GroupName)
+	store := deps.LogDB.RaftStore(GroupName)
+	c.store = store
+	stale, err := recovery.Stale(store)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	store := deps.LogDB.RaftStore(GroupName)
+	if stale > 0 {
+		// Given up by a recovery elsewhere: start over empty, to be added
+		// back by the leader of the current generation.
+		c.log.Warn("this node's catalog replica was given up by a quorum recovery of the site catalog; rebuilding it from the site",
+			"generation", stale)
+		if err := errors.Join(deps.LogDB.Drop(GroupName), vfs.OrDefault(cfg.FS).RemoveAll(snapDir)); err != nil {
+			return nil, fmt.Errorf("catalog: delete the stale replica: %w", err)
+		}
+		bootstrap = false
+	}
+	snaps, err := snapstore.New(snapstore.Config{Dir: snapDir, Retain: 2, FS: cfg.FS}, c.log)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
 	if err := snapstore.CheckLog(snaps, store); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -149,14 +208,31 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
+	gen, err := recovery.Generation(store)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
 	if !has && bootstrap {
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}}
 		if err := raft.BootstrapCluster(rc, store, store, snaps, deps.Transport, conf); err != nil {
 			return nil, fmt.Errorf("catalog: bootstrap: %w", err)
 		}
 	}
+	if len(cfg.RecoverLost) > 0 {
+		if gen, err = c.recoverAlone(store, snaps, rc.LocalID, deps.Transport.LocalAddr(), has, gen); err != nil {
+			return nil, err
+		}
+	}
+	c.gen.Store(gen)
+	gt, fenced := deps.Transport.(generationTransport)
+	if fenced {
+		gt.SetGeneration(gen)
+	}
 	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
 		return nil, fmt.Errorf("catalog: start raft: %w", err)
+	}
+	if fenced {
+		gt.OnNewerGeneration(c.newerGeneration)
 	}
 	c.m = newMetrics(deps.Registry, c)
 	c.wg.Add(1)
@@ -506,7 +582,7 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 		if err := step(); err != nil {
 			return err
 		}
-		if err := c.waitHosted(ctx, s.Shard, node); err != nil {
+		if err := c.waitHosted(ctx, s.Shard, node, st.Map.Generation(s.Shard)); err != nil {
 			return err
 		}
 		return c.deps.Shards.AddLearner(ctx, s.Shard, replicas, node)
@@ -542,30 +618,34 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 		return step()
 	case placement.StepRecover:
 		// Raft first: the survivor goes on alone (it refuses unless its
-		// configuration is exactly the two voters of the map), then the
-		// map drops the lost voter. Repeating it after a failure between
-		// the two is harmless.
+		// configuration is exactly the two voters of the map) in a new
+		// generation, then the map drops the lost voter and starts that
+		// generation. Repeating it after a failure between the two is
+		// harmless.
+		gen := st.Map.Generation(s.Shard) + 1
 		for _, r := range st.Map.Shards[s.Shard] {
 			if r.Node == s.Node {
 				continue
 			}
-			lost, ok := st.Nodes[string(r.Node)]
-			if !ok {
-				lost = Node{ID: string(r.Node)}
-			}
-			c.log.Warn("a two-voter group lost a voter: the survivor goes on alone", "shard", s.Shard.String(), "survivor", s.Node, "lost", lost.ID)
-			if err := c.deps.Shards.RecoverAlone(ctx, s.Shard, node, lost); err != nil {
+			c.log.Warn("a two-voter group lost a voter: the survivor goes on alone", "shard", s.Shard.String(), "survivor", s.Node, "lost", r.Node, "generation", gen)
+			if err := c.deps.Shards.RecoverAlone(ctx, s.Shard, node, []string{string(r.Node)}, false, gen); err != nil {
 				return err
 			}
 		}
-		return step()
+		return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
+			Shard: &peerv1.ShardRef{Keyspace: s.Shard.Keyspace, Shard: s.Shard.ID},
+			Kind:  int32(s.Kind), NodeId: string(s.Node), Generation: gen,
+		}}})
 	}
 	return fmt.Errorf("catalog: unknown step kind %v", s.Kind)
 }
 
-func (c *Catalog) waitHosted(ctx context.Context, s placement.Shard, n Node) error {
+// waitHosted waits until n has opened its replica of s at generation gen
+// (a replica of an older one, given up by a recovery, must be deleted
+// first: its host does it once it sees the map's generation).
+func (c *Catalog) waitHosted(ctx context.Context, s placement.Shard, n Node, gen uint64) error {
 	for {
-		ok, err := c.deps.Shards.Hosted(ctx, s, n)
+		ok, err := c.deps.Shards.Hosted(ctx, s, n, gen)
 		if err == nil && ok {
 			return nil
 		}
@@ -601,4 +681,91 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// generationTransport is a raft transport that keeps replicas of different
+// generations of the group apart (package transport).
+type generationTransport interface {
+	SetGeneration(gen uint64)
+	OnNewerGeneration(fn func(newer uint64) bool)
+}
+
+// Generation returns the generation of this catalog replica: the number of
+// operator recoveries of the site catalog it descends from.
+func (c *Catalog) Generation() uint64 { return c.gen.Load() }
+
+// recoverAlone carries out Config.RecoverLost on the stopped replica
+// (docs/adr/014) and returns the replica's generation.
+func (c *Catalog) recoverAlone(store storage.GroupStore, snaps raft.SnapshotStore, self raft.ServerID, addr raft.ServerAddress, has bool, gen uint64) (uint64, error) {
+	if !has {
+		return 0, fmt.Errorf("catalog: --recover-catalog: this node has no catalog state to recover from")
+	}
+	cur, err := recovery.LatestConfiguration(store, snaps)
+	if err != nil {
+		return 0, fmt.Errorf("catalog: --recover-catalog: %w", err)
+	}
+	last, _ := store.LastIndex()
+	if len(cur.Servers) == 1 && cur.Servers[0].ID == self && cur.Servers[0].Suffrage == raft.Voter {
+		c.log.Warn("--recover-catalog: this node already is the only member of the site catalog; nothing to do (remove the flag)",
+			"lost", c.cfg.RecoverLost, "generation", gen)
+		return gen, nil
+	}
+	var voters, others []string
+	for _, s := range cur.Servers {
+		switch {
+		case s.ID == self:
+		case s.Suffrage == raft.Voter:
+			voters = append(voters, string(s.ID))
+		default:
+			others = append(others, string(s.ID))
+		}
+	}
+	named := slices.Clone(c.cfg.RecoverLost)
+	sort.Strings(voters)
+	sort.Strings(named)
+	if !slices.Equal(voters, slices.Compact(named)) {
+		return 0, fmt.Errorf("catalog: --recover-catalog names %v as the lost voters, but the other voters of this node's catalog configuration are %v (the whole configuration: %v, log up to index %d); name exactly those",
+			named, voters, cur.Servers, last)
+	}
+	res, err := recovery.Alone(store, store, snaps, self, addr, recovery.Options{Lost: append(voters, others...), Force: true})
+	if err != nil {
+		return 0, fmt.Errorf("catalog: --recover-catalog: %w", err)
+	}
+	gen++
+	if err := recovery.SetGeneration(store, gen); err != nil {
+		return 0, fmt.Errorf("catalog: --recover-catalog: %w", err)
+	}
+	c.log.Error("RECOVERED THE SITE CATALOG: this node is its only voter now; catalog entries the lost voters committed without it are lost, "+
+		"and the lost voters must never return with their data (they are refused and stop if they do)",
+		"lost_voters", voters, "dropped_non_voters", others, "previous", res.Previous.Servers, "index", res.Index, "term", res.Term, "generation", gen)
+	return gen, nil
+}
+
+// newerGeneration is called by the transport when a replica of a newer
+// generation of the catalog shows itself. A replica with no state yet
+// (joining the site) takes that generation. Any other was given up by a
+// recovery elsewhere: it must not take part in the group any more, and is
+// marked to be rebuilt at the next Open.
+func (c *Catalog) newerGeneration(newer uint64) bool {
+	if c.raft.LastIndex() == 0 {
+		if err := recovery.SetGeneration(c.store, newer); err != nil {
+			c.log.Warn("recording the catalog's generation", "err", err)
+			return false
+		}
+		c.gen.Store(newer)
+		c.log.Info("joined the site catalog's current generation", "generation", newer)
+		return true
+	}
+	c.staleOnce.Do(func() {
+		err := fmt.Errorf("catalog: this node's replica of the site catalog (generation %d) was given up by a quorum recovery that started generation %d; "+
+			"restart the node: its catalog replica is rebuilt from the site (docs/operations.md)", c.gen.Load(), newer)
+		if merr := recovery.MarkStale(c.store, newer); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		c.log.Error("catalog replica given up by a quorum recovery elsewhere", "err", err)
+		if c.deps.OnStale != nil {
+			c.deps.OnStale(err)
+		}
+	})
+	return false
 }

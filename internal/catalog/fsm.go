@@ -26,6 +26,9 @@ var (
 	ErrAlreadyInitialized = errors.New("catalog: placement already initialized")
 	// ErrUnknownCommand: a committed command this build cannot interpret.
 	ErrUnknownCommand = errors.New("catalog: unknown command")
+	// ErrStaleGeneration: a recovery step names another generation of its
+	// shard than the one it would start (another recovery came first).
+	ErrStaleGeneration = errors.New("catalog: stale shard generation")
 )
 
 // Node is a registered node of the site.
@@ -149,11 +152,17 @@ func (f *fsm) applyLocked(cmd *peerv1.CatalogCommand) error {
 		if s.Epoch != 0 && s.Epoch != f.state.Map.Epoch {
 			return fmt.Errorf("%w: step for epoch %d, map is at %d", ErrStaleEpoch, s.Epoch, f.state.Map.Epoch)
 		}
-		return f.state.Map.Apply(placement.Step{
+		step := placement.Step{
 			Shard: placement.Shard{Keyspace: s.Shard.GetKeyspace(), ID: s.Shard.GetShard()},
 			Kind:  placement.StepKind(s.Kind),
 			Node:  placement.NodeID(s.NodeId),
-		})
+		}
+		// Generation 0 skips the check (a leader of an older build).
+		recovers := step.Kind == placement.StepRecover || step.Kind == placement.StepForceRecover
+		if next := f.state.Map.Generation(step.Shard) + 1; recovers && s.Generation != 0 && s.Generation != next {
+			return fmt.Errorf("%w: step starts generation %d of %s, the next is %d", ErrStaleGeneration, s.Generation, step.Shard, next)
+		}
+		return f.state.Map.Apply(step)
 	default:
 		return fmt.Errorf("%w: %T", ErrUnknownCommand, cmd.Op)
 	}

@@ -3,7 +3,9 @@
 // map assigns to this node is opened (created empty, to be filled by the
 // group's leader, or bootstrapped when this node is the shard's only
 // replica and it has no state), and a replica the map no longer assigns is
-// closed and its data deleted.
+// closed and its data deleted. So is a replica of an older generation of
+// its shard than the map's (one a recovery gave up, docs/adr/014), before
+// a replica of the current generation is created in its place.
 //
 // Goroutines: Run owns the reconcile loop until its context ends; Close
 // then closes every group. Group and Groups may be called from any
@@ -22,6 +24,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/vfs"
@@ -111,10 +114,21 @@ func (h *Host) Reconcile(m placement.Map) error {
 	}
 	var errs []error
 	for s, reps := range want {
-		if h.Group(s) != nil {
-			continue
+		gen := m.Generation(s)
+		if g := h.Group(s); g != nil {
+			if g.Generation() >= gen {
+				continue
+			}
+			// A recovery gave this replica up: it goes, and a new one of
+			// the current generation takes its place.
+			h.log.Warn("replica belongs to an older generation of its shard; deleting it", "shard", s.String(),
+				"generation", g.Generation(), "current", gen)
+			if err := h.drop(s); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
-		if err := h.open(s, reps, nil); err != nil {
+		if err := h.open(s, reps, gen, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -134,9 +148,22 @@ func (h *Host) Reconcile(m placement.Map) error {
 	return errors.Join(errs...)
 }
 
-// open opens this node's replica of s; lost, if not empty, makes it go
-// on as its group's only voter (RecoverAlone).
-func (h *Host) open(s placement.Shard, reps []placement.Replica, lost []string) error {
+// open opens this node's replica of s at generation gen; rec, if set,
+// makes it go on as its group's only voter (RecoverAlone). A replica on
+// disk of an older generation is deleted first.
+func (h *Host) open(s placement.Shard, reps []placement.Replica, gen uint64, rec *recovery.Options) error {
+	err := h.openOnce(s, reps, gen, rec)
+	if errors.Is(err, shard.ErrStaleGeneration) && rec == nil {
+		h.log.Warn("replica on disk belongs to an older generation of its shard; deleting it", "shard", s.String(), "err", err)
+		if err := h.wipe(storageID(s)); err != nil {
+			return err
+		}
+		err = h.openOnce(s, reps, gen, nil)
+	}
+	return err
+}
+
+func (h *Host) openOnce(s placement.Shard, reps []placement.Replica, gen uint64, rec *recovery.Options) error {
 	id := storageID(s)
 	trans, err := h.deps.Transports.Transport(id.String())
 	if err != nil {
@@ -147,7 +174,7 @@ func (h *Host) open(s placement.Shard, reps []placement.Replica, lost []string) 
 	// A shard whose only replica is this node is created here; any other
 	// new replica is empty until the shard's leader adds it.
 	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
-	d.RecoverAlone = lost
+	d.Recover, d.Generation = rec, gen
 	g, err := shard.Open(id, h.deps.Shard, d)
 	if err != nil {
 		if c, ok := trans.(interface{ Close() error }); ok {
@@ -158,15 +185,19 @@ func (h *Host) open(s placement.Shard, reps []placement.Replica, lost []string) 
 	h.mu.Lock()
 	h.groups[s] = g
 	h.mu.Unlock()
-	h.log.Info("opened shard replica", "shard", id.String(), "bootstrap", d.Bootstrap)
+	h.log.Info("opened shard replica", "shard", id.String(), "bootstrap", d.Bootstrap, "generation", g.Generation())
 	return nil
 }
 
 // RecoverAlone reopens this node's replica of s as the only voter of its
-// group, giving up the lost voters (placement.StepRecover; docs/adr/013).
-// The replica refuses (shard.ErrUnsafeRecovery) unless its configuration
-// is exactly two voters, itself and a lost one.
-func (h *Host) RecoverAlone(s placement.Shard, lost []string) error {
+// group, giving up opts.Lost, and starts generation gen of the shard
+// (placement.StepRecover, docs/adr/013; placement.StepForceRecover,
+// docs/adr/014). Without opts.Force the replica refuses
+// (shard.ErrUnsafeRecovery) unless its configuration is exactly two
+// voters, itself and a lost one; with it, unless its configuration holds
+// itself and otherwise only servers of opts.Lost. A refused replica is
+// reopened as it was.
+func (h *Host) RecoverAlone(s placement.Shard, opts recovery.Options, gen uint64) error {
 	h.changing.Lock()
 	defer h.changing.Unlock()
 	h.mu.Lock()
@@ -179,9 +210,9 @@ func (h *Host) RecoverAlone(s placement.Shard, lost []string) error {
 	if err := g.Close(); err != nil {
 		h.log.Warn("closing replica to recover it", "shard", s.String(), "err", err)
 	}
-	if err := h.open(s, nil, lost); err != nil {
+	if err := h.open(s, nil, gen, &opts); err != nil {
 		// Refused: serve the replica as it was, and report why.
-		return errors.Join(err, h.open(s, nil, nil))
+		return errors.Join(err, h.open(s, nil, g.Generation(), nil))
 	}
 	return nil
 }
@@ -199,6 +230,16 @@ func (h *Host) drop(s placement.Shard) error {
 	if err := g.Close(); err != nil {
 		h.log.Warn("closing dropped replica", "shard", id.String(), "err", err)
 	}
+	if err := h.wipe(id); err != nil {
+		return err
+	}
+	h.log.Info("removed shard replica", "shard", id.String())
+	return nil
+}
+
+// wipe deletes the data of a replica that is not open: its raft log and
+// stable store, its state and its snapshots.
+func (h *Host) wipe(id storage.ShardID) error {
 	err := errors.Join(
 		h.deps.LogDB.Drop(id.String()),
 		h.deps.DB.Update(func(tx *storage.Tx) error { return tx.DropShard(id) }),
@@ -207,7 +248,6 @@ func (h *Host) drop(s placement.Shard) error {
 	if err != nil {
 		return fmt.Errorf("host: drop %s: %w", id, err)
 	}
-	h.log.Info("removed shard replica", "shard", id.String())
 	return nil
 }
 

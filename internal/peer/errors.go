@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/shard"
 )
 
@@ -35,8 +36,12 @@ var (
 	// ErrNoCatalogLeader: the site catalog has no leader. Retryable.
 	ErrNoCatalogLeader = errors.New("peer: the site catalog has no leader")
 	// ErrUnsafeRecovery: a replica refused to go on alone, because its
-	// configuration is not exactly two voters, itself and the lost one.
+	// configuration is not exactly two voters, itself and the lost one
+	// (or, forced, holds a server not named lost).
 	ErrUnsafeRecovery = errors.New("peer: recovery is not safe")
+	// ErrHasLeader: a forced recovery was asked of a replica whose group
+	// has a leader: there is nothing to recover.
+	ErrHasLeader = errors.New("peer: the shard has a leader; nothing to recover")
 	// ErrUnavailable: raft, the site catalog or the connection to another
 	// node failed the operation. Retryable.
 	ErrUnavailable = errors.New("peer: unavailable")
@@ -58,6 +63,14 @@ var codeTable = []struct {
 	{ErrNotHosted, codes.FailedPrecondition},
 	{ErrNotVoter, codes.FailedPrecondition},
 	{ErrUnsafeRecovery, codes.FailedPrecondition},
+	{ErrHasLeader, codes.FailedPrecondition},
+	{catalog.ErrUnknownShard, codes.NotFound},
+	{catalog.ErrNotReplica, codes.FailedPrecondition},
+	{catalog.ErrNodeDown, codes.FailedPrecondition},
+	{catalog.ErrNoReplicaState, codes.FailedPrecondition},
+	{catalog.ErrNothingToRecover, codes.FailedPrecondition},
+	{catalog.ErrStaleGeneration, codes.Aborted},
+	{catalog.ErrNotLeader, codes.Unavailable},
 	{ErrUnknownNode, codes.NotFound},
 	{ErrNotLeader, codes.Unavailable},
 	{ErrNoCatalogLeader, codes.Unavailable},

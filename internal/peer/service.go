@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -11,6 +13,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -18,8 +21,9 @@ import (
 // Local gives the service this node's replicas.
 type Local interface {
 	Group(s placement.Shard) *shard.Group
-	// RecoverAlone reopens the replica of s as its group's only voter.
-	RecoverAlone(s placement.Shard, lost []string) error
+	// RecoverAlone reopens the replica of s as its group's only voter, in
+	// generation gen of the shard.
+	RecoverAlone(s placement.Shard, opts recovery.Options, gen uint64) error
 }
 
 // Service implements peerv1.NodeServer.
@@ -94,10 +98,24 @@ func (s *Service) ReplicaStatus(ctx context.Context, req *peerv1.ReplicaStatusRe
 		return &peerv1.ReplicaStatusResponse{}, nil
 	}
 	st := g.Status()
-	return &peerv1.ReplicaStatusResponse{
+	resp := &peerv1.ReplicaStatusResponse{
 		Hosted: true, State: st.State, LeaderId: st.Leader, LeaderAddr: g.LeaderAddr(),
 		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: g.Raft().AppliedIndex(), LastIndex: g.Raft().LastIndex(),
-	}, nil
+		Generation: g.Generation(),
+	}
+	if t, err := strconv.ParseUint(g.Raft().Stats()["last_log_term"], 10, 64); err == nil {
+		resp.LastLogTerm = t
+	}
+	if cf := g.Raft().GetConfiguration(); cf.Error() == nil {
+		for _, srv := range cf.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				resp.Voters = append(resp.Voters, string(srv.ID))
+			} else {
+				resp.Learners = append(resp.Learners, string(srv.ID))
+			}
+		}
+	}
+	return resp, nil
 }
 
 // ChangeReplicas implements peerv1.NodeServer: the receiving node must lead
@@ -108,7 +126,7 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		return nil, err
 	}
 	if req.Op == peerv1.ChangeReplicasRequest_OP_RECOVER_ALONE {
-		return s.recoverAlone(req)
+		return s.recoverAlone(g, req)
 	}
 	if !g.IsLeader() {
 		return nil, toStatus(fmt.Errorf("%w: %s is led by %q", ErrNotLeader, g.ID(), g.Leader()))
@@ -208,20 +226,81 @@ func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*p
 }
 
 // recoverAlone makes this node's replica the only voter of its group,
-// giving up req.NodeId (docs/adr/013). It is sent to the survivor, not to
-// a leader: a two-voter group that lost a voter has none.
-func (s *Service) recoverAlone(req *peerv1.ChangeReplicasRequest) (*peerv1.ChangeReplicasResponse, error) {
-	if req.NodeId == "" {
+// giving up req.NodeId and req.Lost, in generation req.Generation of the
+// shard (docs/adr/013; forced, docs/adr/014). It is sent to the survivor,
+// not to a leader: a group that lost its quorum has none. A forced
+// recovery is refused while the group has a leader, and done once the
+// replica is alone in that generation.
+func (s *Service) recoverAlone(g *shard.Group, req *peerv1.ChangeReplicasRequest) (*peerv1.ChangeReplicasResponse, error) {
+	lost := slices.Clone(req.Lost)
+	if req.NodeId != "" && !slices.Contains(lost, req.NodeId) {
+		lost = append(lost, req.NodeId)
+	}
+	if len(lost) == 0 && !req.Force {
 		return nil, toStatus(ErrNodeIDRequired)
 	}
 	sh, _ := shardOf(req.Shard)
-	if err := s.local.RecoverAlone(sh, []string{req.NodeId}); err != nil {
-		if errors.Is(err, shard.ErrUnsafeRecovery) {
+	if req.Force && !alone(g) {
+		if l := g.Leader(); l != "" {
+			return nil, toStatus(fmt.Errorf("%w: %s is led by %s", ErrHasLeader, sh, l))
+		}
+	}
+	if req.Force && alone(g) && g.Generation() >= req.Generation {
+		return &peerv1.ChangeReplicasResponse{}, nil // done already
+	}
+	if err := s.local.RecoverAlone(sh, recovery.Options{Lost: lost, Force: req.Force}, req.Generation); err != nil {
+		if errors.Is(err, shard.ErrUnsafeRecovery) || errors.Is(err, recovery.ErrNoState) {
 			return nil, toStatus(fmt.Errorf("%w: %w", ErrUnsafeRecovery, err))
 		}
 		return nil, toStatus(unavailable(err))
 	}
 	return &peerv1.ChangeReplicasResponse{}, nil
+}
+
+// alone reports whether g's latest configuration is g's replica alone.
+func alone(g *shard.Group) bool {
+	cf := g.Raft().GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	srvs := cf.Configuration().Servers
+	return len(srvs) == 1 && srvs[0].Suffrage == raft.Voter && string(srvs[0].ID) == g.NodeID()
+}
+
+// RecoverShard implements peerv1.NodeServer.
+func (s *Service) RecoverShard(ctx context.Context, req *peerv1.RecoverShardRequest) (*peerv1.RecoverShardResponse, error) {
+	sh, err := shardOf(req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	if req.NodeId == "" {
+		return nil, toStatus(ErrNodeIDRequired)
+	}
+	rec, err := s.catalog.RecoverShard(ctx, sh, req.NodeId, req.Force)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return RecoveryToProto(rec), nil
+}
+
+// RecoveryToProto converts a catalog.Recovery.
+func RecoveryToProto(r catalog.Recovery) *peerv1.RecoverShardResponse {
+	out := &peerv1.RecoverShardResponse{
+		Shard: ref(r.Shard), NodeId: r.Node, Voters: r.Voters, Lost: r.Lost, Warnings: r.Warnings,
+		Recovered: r.Recovered, PlacementEpoch: r.Epoch, Generation: r.Generation,
+	}
+	for _, rep := range r.Replicas {
+		pr := &peerv1.RecoveryReplica{NodeId: rep.Node, Voter: rep.Voter, Alive: rep.Alive, MemberState: rep.MemberState, State: "unreachable"}
+		if rep.Reachable {
+			pr.State = "not hosted"
+			if rs := rep.Status; rs.Hosted {
+				pr.State, pr.Term, pr.LastIndex, pr.LastLogTerm = rs.State, rs.Term, rs.LastIndex, rs.LastLogTerm
+				pr.CommitIndex, pr.AppliedIndex, pr.Leader = rs.CommitIndex, rs.AppliedIndex, rs.Leader
+			}
+		}
+		out.Replicas = append(out.Replicas, pr)
+	}
+	return out
 }
 
 // Shards implements catalog.Shards over the peer service.
@@ -236,7 +315,7 @@ func ref(s placement.Shard) *peerv1.ShardRef {
 }
 
 // Hosted implements catalog.Shards.
-func (x Shards) Hosted(ctx context.Context, s placement.Shard, n catalog.Node) (bool, error) {
+func (x Shards) Hosted(ctx context.Context, s placement.Shard, n catalog.Node, gen uint64) (bool, error) {
 	c, err := x.Pool.Node(n.PeerAddr)
 	if err != nil {
 		return false, err
@@ -245,7 +324,24 @@ func (x Shards) Hosted(ctx context.Context, s placement.Shard, n catalog.Node) (
 	if err != nil {
 		return false, err
 	}
-	return st.Hosted, nil
+	return st.Hosted && st.Generation >= gen, nil
+}
+
+// Status implements catalog.Shards.
+func (x Shards) Status(ctx context.Context, s placement.Shard, n catalog.Node) (catalog.ReplicaStatus, error) {
+	c, err := x.Pool.Node(n.PeerAddr)
+	if err != nil {
+		return catalog.ReplicaStatus{}, err
+	}
+	st, err := c.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)})
+	if err != nil {
+		return catalog.ReplicaStatus{}, err
+	}
+	return catalog.ReplicaStatus{
+		Hosted: st.Hosted, State: st.State, Leader: st.LeaderId, Term: st.Term,
+		LastIndex: st.LastIndex, LastLogTerm: st.LastLogTerm, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		Generation: st.Generation, Voters: st.Voters, Learners: st.Learners,
+	}, nil
 }
 
 // leader finds the shard leader among replicas.
@@ -298,13 +394,17 @@ func (x Shards) Remove(ctx context.Context, s placement.Shard, replicas []catalo
 }
 
 // RecoverAlone implements catalog.Shards: survivor's replica goes on as
-// the only voter of s, giving up lost.
-func (x Shards) RecoverAlone(ctx context.Context, s placement.Shard, survivor, lost catalog.Node) error {
+// the only voter of s, giving up lost, in generation gen of s.
+func (x Shards) RecoverAlone(ctx context.Context, s placement.Shard, survivor catalog.Node, lost []string, force bool, gen uint64) error {
 	c, err := x.Pool.Node(survivor.PeerAddr)
 	if err != nil {
 		return err
 	}
-	_, err = c.ChangeReplicas(ctx, &peerv1.ChangeReplicasRequest{Shard: ref(s), Op: peerv1.ChangeReplicasRequest_OP_RECOVER_ALONE, NodeId: lost.ID})
+	req := &peerv1.ChangeReplicasRequest{Shard: ref(s), Op: peerv1.ChangeReplicasRequest_OP_RECOVER_ALONE, Lost: lost, Force: force, Generation: gen}
+	if len(lost) == 1 {
+		req.NodeId = lost[0] // what a node of an older build reads
+	}
+	_, err = c.ChangeReplicas(ctx, req)
 	return err
 }
 

@@ -18,10 +18,13 @@ const mapVersion = 1
 
 // The encoding: JSON, version 1, with shards sorted by keyspace and id and
 // each shard's replicas sorted by node, so that equal maps encode to equal
-// bytes. For example:
+// bytes. A shard's generation is written only when it is not 0, so maps
+// without a recovery encode as before generations existed. For example:
 //
 //	{"version":1,"epoch":7,"shards":[{"keyspace":"default","id":0,
-//	 "replicas":[{"node":"n1","voter":true},{"node":"n2","voter":false}]}]}
+//	 "replicas":[{"node":"n1","voter":true},{"node":"n2","voter":false}]},
+//	 {"keyspace":"default","id":1,"generation":1,
+//	 "replicas":[{"node":"n2","voter":true}]}]}
 type wireMap struct {
 	Version int         `json:"version"`
 	Epoch   uint64      `json:"epoch"`
@@ -29,9 +32,10 @@ type wireMap struct {
 }
 
 type wireShard struct {
-	Keyspace string        `json:"keyspace"`
-	ID       uint32        `json:"id"`
-	Replicas []wireReplica `json:"replicas"`
+	Keyspace   string        `json:"keyspace"`
+	ID         uint32        `json:"id"`
+	Generation uint64        `json:"generation,omitempty"`
+	Replicas   []wireReplica `json:"replicas"`
 }
 
 type wireReplica struct {
@@ -54,7 +58,7 @@ func (m Map) Marshal() ([]byte, error) {
 		if len(sorted) != len(reps) {
 			return nil, fmt.Errorf("%w: shard %v: duplicate replica", ErrInvalidMap, s)
 		}
-		ws := wireShard{Keyspace: s.Keyspace, ID: s.ID, Replicas: make([]wireReplica, 0, len(sorted))}
+		ws := wireShard{Keyspace: s.Keyspace, ID: s.ID, Generation: m.Generations[s], Replicas: make([]wireReplica, 0, len(sorted))}
 		for _, r := range sorted {
 			if r.Node == "" || !utf8.ValidString(string(r.Node)) {
 				return nil, fmt.Errorf("%w: shard %v: node %q", ErrInvalidMap, s, r.Node)
@@ -100,6 +104,12 @@ func UnmarshalMap(b []byte) (Map, error) {
 			return Map{}, fmt.Errorf("%w: shard %v: duplicate replica", ErrInvalidMap, s)
 		}
 		m.Shards[s] = sorted
+		if ws.Generation > 0 {
+			if m.Generations == nil {
+				m.Generations = map[Shard]uint64{}
+			}
+			m.Generations[s] = ws.Generation
+		}
 	}
 	return m, nil
 }

@@ -38,6 +38,32 @@ func TestMarshalGolden(t *testing.T) {
 	}
 }
 
+// TestMarshalGenerations: a shard's generation is written when it is not
+// 0 and read back.
+func TestMarshalGenerations(t *testing.T) {
+	m := Map{Epoch: 3, Shards: map[Shard][]Replica{
+		{"default", 0}: reps("n1"),
+		{"default", 1}: reps("n2"),
+	}, Generations: map[Shard]uint64{{"default", 1}: 2}}
+	got, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"version":1,"epoch":3,"shards":[` +
+		`{"keyspace":"default","id":0,"replicas":[{"node":"n1","voter":true}]},` +
+		`{"keyspace":"default","id":1,"generation":2,"replicas":[{"node":"n2","voter":true}]}]}`
+	if string(got) != want {
+		t.Fatalf("Marshal =\n%s\nwant\n%s", got, want)
+	}
+	back, err := UnmarshalMap(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, m) {
+		t.Fatalf("UnmarshalMap = %+v, want %+v", back, m)
+	}
+}
+
 // TestMarshalDeterministic checks that the bytes depend on the map, not on
 // how it was built.
 func TestMarshalDeterministic(t *testing.T) {

@@ -45,7 +45,18 @@ type Map struct {
 	// keep each slice sorted by node id and never modify a slice in place,
 	// so a slice read from the map may be kept.
 	Shards map[Shard][]Replica
+	// Generations holds, for every shard that went through a recovery
+	// (StepRecover, StepForceRecover), how many it went through; absent
+	// means 0. A recovery gives replicas up, and a replica that was given
+	// up must never again exchange raft traffic with the group nor rejoin
+	// it with its old state: replicas carry the generation they belong to,
+	// and those of an older one are refused and deleted (docs/adr/014).
+	Generations map[Shard]uint64
 }
+
+// Generation returns the generation of shard s (0 until its first
+// recovery).
+func (m Map) Generation(s Shard) uint64 { return m.Generations[s] }
 
 // NewMap returns the map, at epoch 1, in which every shard of assignment is
 // replicated by voters on its assigned nodes: the initial map of a site,
@@ -71,6 +82,9 @@ func (m Map) Clone() Map {
 		for s, reps := range m.Shards {
 			c.Shards[s] = slices.Clone(reps)
 		}
+	}
+	if len(m.Generations) > 0 {
+		c.Generations = maps.Clone(m.Generations)
 	}
 	return c
 }
@@ -109,9 +123,15 @@ const (
 	// group whose other voter is dead: every committed entry needed both
 	// voters, so the survivor holds them all (docs/adr/013).
 	StepRecover
+	// StepForceRecover makes the node's replica, voter or learner, the
+	// only voter of a group that lost its quorum for good, whatever the
+	// group was. Entries committed without the node are lost. Only an
+	// operator asks for it (docs/adr/014); Plan never proposes it.
+	StepForceRecover
 )
 
-// String returns "add-learner", "promote", "remove" or "recover".
+// String returns "add-learner", "promote", "remove", "recover" or
+// "force-recover".
 func (k StepKind) String() string {
 	switch k {
 	case StepAddLearner:
@@ -122,6 +142,8 @@ func (k StepKind) String() string {
 		return "remove"
 	case StepRecover:
 		return "recover"
+	case StepForceRecover:
+		return "force-recover"
 	default:
 		return fmt.Sprintf("StepKind(%d)", int(k))
 	}
@@ -139,9 +161,10 @@ func (s Step) String() string {
 	return s.Shard.String() + " " + s.Kind.String() + " " + string(s.Node)
 }
 
-// Apply applies the step to m and increments the epoch. It fails, leaving
-// m unchanged, if the step does not fit m: see the Err* values. The slice
-// of the changed shard is replaced, never modified in place.
+// Apply applies the step to m and increments the epoch; the recovery steps
+// also increment the shard's generation. It fails, leaving m unchanged, if
+// the step does not fit m: see the Err* values. The slice of the changed
+// shard is replaced, never modified in place.
 func (m *Map) Apply(s Step) error {
 	if s.Node == "" {
 		return fmt.Errorf("%w: %v: empty node", ErrInvalidStep, s)
@@ -184,11 +207,22 @@ func (m *Map) Apply(s Step) error {
 			return fmt.Errorf("%w: %v: recovery needs exactly two voters, the node one of them", ErrInvalidStep, s)
 		}
 		next = []Replica{reps[i]}
+	case StepForceRecover:
+		if i < 0 {
+			return fmt.Errorf("%w: %v", ErrNoSuchReplica, s)
+		}
+		next = []Replica{{Node: s.Node, Voter: true}}
 	default:
 		return fmt.Errorf("%w: %v", ErrInvalidStep, s)
 	}
 	m.Shards[s.Shard] = next
 	m.Epoch++
+	if s.Kind == StepRecover || s.Kind == StepForceRecover {
+		if m.Generations == nil {
+			m.Generations = map[Shard]uint64{}
+		}
+		m.Generations[s.Shard]++
+	}
 	return nil
 }
 

@@ -58,6 +58,12 @@ func TestApply(t *testing.T) {
 		{"zero kind", reps("a"), Step{s, 0, "b"}, nil, ErrInvalidStep},
 		{"unknown kind", reps("a"), Step{s, 9, "b"}, nil, ErrInvalidStep},
 		{"empty node", reps("a"), Step{s, StepAddLearner, ""}, nil, ErrInvalidStep},
+		{"recover two voters", reps("a", "b"), Step{s, StepRecover, "a"}, reps("a"), nil},
+		{"recover three voters", reps("a", "b", "c"), Step{s, StepRecover, "a"}, nil, ErrInvalidStep},
+		{"force-recover a voter of three", reps("a", "b", "c"), Step{s, StepForceRecover, "b"}, reps("b"), nil},
+		{"force-recover a learner", reps("a", "b", "c~"), Step{s, StepForceRecover, "c"}, reps("c"), nil},
+		{"force-recover the only voter", reps("a"), Step{s, StepForceRecover, "a"}, reps("a"), nil},
+		{"force-recover a stranger", reps("a", "b", "c"), Step{s, StepForceRecover, "d"}, nil, ErrNoSuchReplica},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := tc.start
@@ -82,7 +88,40 @@ func TestApply(t *testing.T) {
 			if got := repsString(m.Shards[s]); got != repsString(tc.want) {
 				t.Errorf("replicas %s, want %s", got, repsString(tc.want))
 			}
+			wantGen := uint64(0)
+			if tc.step.Kind == StepRecover || tc.step.Kind == StepForceRecover {
+				wantGen = 1
+			}
+			if g := m.Generation(s); g != wantGen {
+				t.Errorf("generation %d, want %d", g, wantGen)
+			}
 		})
+	}
+}
+
+// TestGenerationCountsRecoveries: every recovery of a shard starts a new
+// generation of it, and only of it; the other steps keep it.
+func TestGenerationCountsRecoveries(t *testing.T) {
+	s, other := Shard{"ks", 1}, Shard{"ks", 2}
+	m := Map{Epoch: 1, Shards: map[Shard][]Replica{s: reps("a", "b", "c"), other: reps("a")}}
+	for i, st := range []Step{
+		{s, StepForceRecover, "a"},
+		{s, StepAddLearner, "b"},
+		{s, StepPromote, "b"},
+		{s, StepRecover, "b"},
+		{s, StepAddLearner, "c"},
+	} {
+		if err := m.Apply(st); err != nil {
+			t.Fatalf("step %d %v: %v", i, st, err)
+		}
+	}
+	if m.Generation(s) != 2 || m.Generation(other) != 0 {
+		t.Fatalf("generations %v, want 2 for %v and none for %v", m.Generations, s, other)
+	}
+	c := m.Clone()
+	c.Generations[s] = 9
+	if m.Generation(s) != 2 {
+		t.Fatal("changing the clone's generations changed the original")
 	}
 }
 
@@ -127,6 +166,7 @@ func TestStepString(t *testing.T) {
 		{Step{Shard{"ks", 3}, StepAddLearner, "n4"}, "ks/3 add-learner n4"},
 		{Step{Shard{"ks", 3}, StepPromote, "n4"}, "ks/3 promote n4"},
 		{Step{Shard{"ks", 3}, StepRemove, "n4"}, "ks/3 remove n4"},
+		{Step{Shard{"ks", 3}, StepForceRecover, "n4"}, "ks/3 force-recover n4"},
 		{Step{Shard{"ks", 3}, 0, "n4"}, "ks/3 StepKind(0) n4"},
 	} {
 		if got := tc.step.String(); got != tc.want {

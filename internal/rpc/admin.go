@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
+	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -197,4 +199,74 @@ func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adm
 		return nil, err
 	}
 	return &adminv1.DrainResponse{PlacementEpoch: dr.Epoch}, nil
+}
+
+// RecoverShard implements adminv1.AdminServer. A dry run is answered from
+// this node's copy of the site catalog; a forced recovery is carried out
+// by the catalog leader, this node or the one it forwards to.
+func (a *Admin) RecoverShard(ctx context.Context, req *adminv1.RecoverShardRequest) (resp *adminv1.RecoverShardResponse, err error) {
+	defer a.metrics.observe("recover_shard", time.Now(), &err)
+	if a.cluster == nil {
+		return nil, adminStatus(ErrNoCluster)
+	}
+	if req.Keyspace == "" {
+		return nil, adminStatus(ErrKeyspaceRequired)
+	}
+	shards, err := a.router.Shards(req.Keyspace)
+	if err != nil {
+		return nil, adminStatus(err)
+	}
+	if int(req.Shard) >= len(shards) {
+		return nil, adminStatus(fmt.Errorf("%w %d of keyspace %q: it has shards 0 to %d", ErrUnknownShard, req.Shard, req.Keyspace, len(shards)-1))
+	}
+	if req.NodeId == "" {
+		return nil, adminStatus(ErrNodeIDRequired)
+	}
+	cat := a.cluster.Catalog
+	sh := placement.Shard{Keyspace: req.Keyspace, ID: req.Shard}
+	if !req.Force || cat.IsLeader() {
+		rec, err := cat.RecoverShard(ctx, sh, req.NodeId, req.Force)
+		if err != nil {
+			return nil, adminStatus(err)
+		}
+		return recoveryResponse(peer.RecoveryToProto(rec)), nil
+	}
+	// Forced: the catalog leader records the change. Refuse here first
+	// what this node can tell is wrong.
+	if _, err := cat.RecoverShard(ctx, sh, req.NodeId, false); err != nil {
+		return nil, adminStatus(err)
+	}
+	_, addr := cat.Leader()
+	if addr == "" {
+		return nil, adminStatus(fmt.Errorf("%w: a forced recovery records its change in the placement map; "+
+			"if the catalog lost its quorum for good, recover it first (kvd --recover-catalog, docs/operations.md)", ErrNoCatalogLeader))
+	}
+	c, err := a.cluster.Pool.Node(addr)
+	if err != nil {
+		return nil, adminStatus(peerUnavailable(err))
+	}
+	pr, err := c.RecoverShard(ctx, &peerv1.RecoverShardRequest{
+		Shard: &peerv1.ShardRef{Keyspace: req.Keyspace, Shard: req.Shard}, NodeId: req.NodeId, Force: true,
+	})
+	if err != nil {
+		return nil, err // the catalog leader's status
+	}
+	return recoveryResponse(pr), nil
+}
+
+// recoveryResponse converts the peer service's recovery report.
+func recoveryResponse(p *peerv1.RecoverShardResponse) *adminv1.RecoverShardResponse {
+	out := &adminv1.RecoverShardResponse{
+		Keyspace: p.GetShard().GetKeyspace(), Shard: p.GetShard().GetShard(), NodeId: p.GetNodeId(),
+		Voters: p.GetVoters(), Lost: p.GetLost(), Warnings: p.GetWarnings(), Recovered: p.GetRecovered(),
+		PlacementEpoch: p.GetPlacementEpoch(), Generation: p.GetGeneration(),
+	}
+	for _, r := range p.GetReplicas() {
+		out.Replicas = append(out.Replicas, &adminv1.RecoveryReplica{
+			NodeId: r.GetNodeId(), Voter: r.GetVoter(), Alive: r.GetAlive(), MemberState: r.GetMemberState(),
+			State: r.GetState(), Term: r.GetTerm(), LastIndex: r.GetLastIndex(), LastLogTerm: r.GetLastLogTerm(),
+			CommitIndex: r.GetCommitIndex(), AppliedIndex: r.GetAppliedIndex(), Leader: r.GetLeader(),
+		})
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/causeway-db/causeway/internal/catalog"
 )
 
 // Errors of the Admin service.
@@ -20,6 +22,10 @@ var (
 	// ErrPeerUnavailable: the connection to another node of the site
 	// failed. Retryable.
 	ErrPeerUnavailable = errors.New("admin: peer unavailable")
+	// ErrKeyspaceRequired: the request names no keyspace.
+	ErrKeyspaceRequired = errors.New("admin: keyspace is required")
+	// ErrUnknownShard: the keyspace has no shard of that number.
+	ErrUnknownShard = errors.New("admin: unknown shard")
 )
 
 // adminCodeTable maps the Admin service's own errors to gRPC codes; the
@@ -33,6 +39,15 @@ var adminCodeTable = []struct {
 	{ErrNodeIDRequired, codes.InvalidArgument},
 	{ErrNoCatalogLeader, codes.Unavailable},
 	{ErrPeerUnavailable, codes.Unavailable},
+	{ErrKeyspaceRequired, codes.InvalidArgument},
+	{ErrUnknownShard, codes.NotFound},
+	{catalog.ErrUnknownShard, codes.NotFound},
+	{catalog.ErrNotReplica, codes.FailedPrecondition},
+	{catalog.ErrNodeDown, codes.FailedPrecondition},
+	{catalog.ErrNoReplicaState, codes.FailedPrecondition},
+	{catalog.ErrNothingToRecover, codes.FailedPrecondition},
+	{catalog.ErrStaleGeneration, codes.Aborted},
+	{catalog.ErrNotLeader, codes.Unavailable},
 }
 
 // adminStatus converts an error of an Admin handler to a gRPC status

@@ -61,6 +61,13 @@ type Config struct {
 	// BootID identifies the machine's current boot; empty means read it
 	// from the kernel. (Tests set it to simulate a reboot.)
 	BootID string
+	// RecoverCatalog, when not empty, recovers a site catalog that lost its
+	// quorum for good (--recover-catalog, docs/operations.md): at start
+	// this node becomes the catalog's only voter, giving up these voters,
+	// which must be exactly the other voters of its catalog configuration.
+	// Catalog entries they committed without this node are lost; they
+	// must never return with their data.
+	RecoverCatalog []string
 	// FS is the file system of the write-ahead log and the raft snapshots
 	// (raft.db and state.db are bbolt files, always on the real one); nil
 	// means the real file system. Only tests set it (a vfs.MemFS, to take
@@ -124,6 +131,11 @@ func (c Config) Validate() error {
 	}
 	if c.CausalWait <= 0 {
 		errs = append(errs, errors.New("causal wait must be positive"))
+	}
+	for _, id := range c.RecoverCatalog {
+		if !storage.ValidSiteName(id) || id == c.NodeID {
+			errs = append(errs, fmt.Errorf("recover catalog: %q is not another node's id", id))
+		}
 	}
 	sc := c.Shard
 	if sc.SnapshotDir == "" {

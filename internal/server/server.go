@@ -229,6 +229,7 @@ func (s *Server) Start() (err error) {
 	ccfg.Keyspaces = keyspaces
 	ccfg.Replicas = s.cfg.Replicas
 	ccfg.DeadGrace = s.cfg.DeadGrace
+	ccfg.RecoverLost = s.cfg.RecoverCatalog
 	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = s.cfg.Shard.HeartbeatTimeout, s.cfg.Shard.ElectionTimeout, s.cfg.Shard.LeaderLeaseTimeout
 	if ccfg.HeartbeatTimeout < time.Second {
 		ccfg.RebalanceInterval = 200 * time.Millisecond
@@ -236,6 +237,7 @@ func (s *Server) Start() (err error) {
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
 		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
 		Shards: peer.Shards{Pool: s.pool}, Logger: s.log, Registry: s.reg,
+		OnStale: func(err error) { s.fail(err) },
 	}, len(s.cfg.Join) == 0); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -34,6 +35,14 @@ var (
 	// ErrTimeout: raft did not accept or finish the operation in time.
 	// Retryable; the outcome of a write may be unknown.
 	ErrTimeout = errors.New("shard: timed out")
+	// ErrStaleGeneration: the replica on disk belongs to an older
+	// generation of its group than Deps.Generation: a recovery gave it up
+	// (docs/adr/014). It must be deleted, never opened.
+	ErrStaleGeneration = errors.New("shard: the replica belongs to an older generation of its group")
+	// ErrUnsafeRecovery is returned when a replica is asked to go on alone
+	// but may not (recovery.ErrUnsafe): forcing it could drop entries the
+	// servers of its configuration committed without it.
+	ErrUnsafeRecovery = recovery.ErrUnsafe
 )
 
 // defaultTimeout bounds raft operations whose context has no deadline.
@@ -56,9 +65,17 @@ type Deps struct {
 	// Peers are the voters a brand-new group is bootstrapped with (itself
 	// included). Ignored when the group already has state.
 	Peers []raft.Server
-	// RecoverAlone, when not empty, names the lost voter of a two-voter
-	// group: the replica goes on as the only voter (see recoverAlone).
-	RecoverAlone []string
+	// Recover, when set, makes the replica go on as the only voter of its
+	// group before raft starts (recovery.Alone): without Force only a
+	// two-voter group that lost the other voter (docs/adr/013), with it
+	// whatever the group was (docs/adr/014).
+	Recover *recovery.Options
+	// Generation is the shard's generation in the placement map
+	// (placement.Map.Generations). A replica with no state starts it; one
+	// of an older generation fails to open with ErrStaleGeneration; after a
+	// Recover the replica takes it (the caller passes the new one). Raft
+	// traffic only flows between replicas of one generation.
+	Generation uint64
 	// OnFatal, if set, is called once when the replica stops on a fatal
 	// error (its state machine refused a committed command): the node
 	// cannot go on serving the shard and should stop.
@@ -87,6 +104,7 @@ type Group struct {
 	target     uint64 // the log's last command when the leader first checked; REQUIRES: readyMu
 	targetTerm uint64 // the term target was read in; REQUIRES: readyMu
 	logs       raft.LogStore
+	gen        uint64 // generation of the replica (fixed while open)
 	verifier   verifier
 	checks     checker // replica consistency checks (digest.go)
 
@@ -155,6 +173,18 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
+	stored, err := recovery.Generation(store)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: read the generation: %w", id, err)
+	}
+	switch {
+	case !has || deps.Recover != nil:
+		g.gen = max(stored, deps.Generation)
+	case stored < deps.Generation:
+		return nil, fmt.Errorf("shard %s: %w (%d, the group's is %d)", id, ErrStaleGeneration, stored, deps.Generation)
+	default:
+		g.gen = stored // the caller's map may be older than the replica
+	}
 	if !has && deps.Bootstrap {
 		peers := deps.Peers
 		if len(peers) == 0 {
@@ -164,11 +194,23 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 			return nil, fmt.Errorf("shard %s: bootstrap: %w", id, err)
 		}
 	}
-	if len(deps.RecoverAlone) > 0 {
-		if err := recoverAlone(logs, store, snaps, rc.LocalID, deps.Transport.LocalAddr(), deps.RecoverAlone); err != nil {
+	if deps.Recover != nil {
+		res, err := recovery.Alone(logs, store, snaps, rc.LocalID, deps.Transport.LocalAddr(), *deps.Recover)
+		if err != nil {
 			return nil, fmt.Errorf("shard %s: recover: %w", id, err)
 		}
-		g.log.Warn("going on as the only voter of the group", "lost", deps.RecoverAlone)
+		if res.Appended {
+			g.log.Warn("going on as the only voter of the group", "lost", deps.Recover.Lost, "forced", deps.Recover.Force,
+				"previous", res.Previous.Servers, "index", res.Index, "term", res.Term, "generation", g.gen)
+		}
+	}
+	if g.gen != stored {
+		if err := recovery.SetGeneration(store, g.gen); err != nil {
+			return nil, fmt.Errorf("shard %s: record the generation: %w", id, err)
+		}
+	}
+	if t, ok := deps.Transport.(interface{ SetGeneration(uint64) }); ok {
+		t.SetGeneration(g.gen)
 	}
 	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
 	if err != nil {
@@ -212,6 +254,12 @@ func (g *Group) catchUpFromSnapshot(snaps raft.SnapshotStore) error {
 
 // ID returns the shard this group replicates.
 func (g *Group) ID() storage.ShardID { return g.id }
+
+// NodeID returns the id of this node, the replica's raft server id.
+func (g *Group) NodeID() string { return g.deps.NodeID }
+
+// Generation returns the generation of the replica (Deps.Generation).
+func (g *Group) Generation() uint64 { return g.gen }
 
 func (g *Group) onFatal(err error) {
 	if g.deps.OnFatal != nil {
@@ -440,6 +488,7 @@ type Status struct {
 	AppliedIndex      uint64
 	LastSnapshotIndex uint64
 	FirstLogIndex     uint64
+	Generation        uint64
 }
 
 // Status returns the replica's current raft state.
@@ -452,6 +501,7 @@ func (g *Group) Status() Status {
 		Term:         g.raft.CurrentTerm(),
 		CommitIndex:  g.raft.CommitIndex(),
 		AppliedIndex: applied,
+		Generation:   g.gen,
 	}
 	var snap uint64
 	if _, err := fmt.Sscan(g.raft.Stats()["last_snapshot_index"], &snap); err == nil {

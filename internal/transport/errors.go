@@ -66,6 +66,10 @@ func fromStatus(op, target string, err error) error {
 		return fmt.Errorf("%s to %s: %w: %w", op, target, ErrUnknownGroup, err)
 	case codes.InvalidArgument:
 		return fmt.Errorf("%s to %s: %w: %w", op, target, ErrInvalidRequest, err)
+	case codes.FailedPrecondition:
+		if _, ok := refusingGeneration(err); ok {
+			return fmt.Errorf("%s to %s: %w: %w", op, target, ErrGeneration, err)
+		}
 	}
 	return fmt.Errorf("transport: %s to %s: %w", op, target, err)
 }

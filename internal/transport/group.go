@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -22,9 +23,13 @@ type groupTransport struct {
 	consumeCh chan raft.RPC
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
+	gen       atomic.Uint64 // generation of the local replica (generation.go)
+	// loggedRefusal is 1 + the sender generation last refused and logged.
+	loggedRefusal atomic.Uint64
 
 	mu struct {
 		sync.Mutex
+		newer     func(uint64) bool // OnNewerGeneration
 		heartbeat func(raft.RPC)
 		pipelines map[*pipeline]struct{}
 		closed    bool
@@ -172,7 +177,9 @@ func call[Req, Resp proto.Message](g *groupTransport, typ string, target raft.Se
 	}
 	g.net.metrics.observeSent(typ, start, proto.Size(req), respBytes, err)
 	if err != nil {
-		return zero, fromStatus(typ, string(target), err)
+		err = fromStatus(typ, string(target), err)
+		g.refused(err)
+		return zero, err
 	}
 	return resp, nil
 }
@@ -183,7 +190,9 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 	if isHeartbeat(args) {
 		typ = typeHeartbeat
 	}
-	out, err := call(g, typ, target, appendEntriesToProto(g.name, args), peerv1.RaftClient.AppendEntries)
+	msg := appendEntriesToProto(g.name, args)
+	msg.Header = g.stamp(msg.Header)
+	out, err := call(g, typ, target, msg, peerv1.RaftClient.AppendEntries)
 	if err != nil {
 		return err
 	}
@@ -192,7 +201,9 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 
 // RequestVote implements raft.Transport.
 func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	out, err := call(g, typeRequestVote, target, requestVoteToProto(g.name, args), peerv1.RaftClient.RequestVote)
+	msg := requestVoteToProto(g.name, args)
+	msg.Header = g.stamp(msg.Header)
+	out, err := call(g, typeRequestVote, target, msg, peerv1.RaftClient.RequestVote)
 	if err != nil {
 		return err
 	}
@@ -201,7 +212,9 @@ func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress,
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *groupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	out, err := call(g, typeRequestPreVote, target, requestPreVoteToProto(g.name, args), peerv1.RaftClient.RequestPreVote)
+	msg := requestPreVoteToProto(g.name, args)
+	msg.Header = g.stamp(msg.Header)
+	out, err := call(g, typeRequestPreVote, target, msg, peerv1.RaftClient.RequestPreVote)
 	if err != nil {
 		return err
 	}
@@ -210,7 +223,9 @@ func (g *groupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddre
 
 // TimeoutNow implements raft.Transport.
 func (g *groupTransport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	out, err := call(g, typeTimeoutNow, target, timeoutNowToProto(g.name, args), peerv1.RaftClient.TimeoutNow)
+	msg := timeoutNowToProto(g.name, args)
+	msg.Header = g.stamp(msg.Header)
+	out, err := call(g, typeTimeoutNow, target, msg, peerv1.RaftClient.TimeoutNow)
 	if err != nil {
 		return err
 	}
@@ -225,7 +240,9 @@ func (g *groupTransport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddr
 	sent, received, err := g.installSnapshot(target, args, resp, data)
 	g.net.metrics.observeSent(typeSnapshot, start, sent, received, err)
 	if err != nil {
-		return fromStatus(typeSnapshot, string(target), err)
+		err = fromStatus(typeSnapshot, string(target), err)
+		g.refused(err)
+		return err
 	}
 	return nil
 }
@@ -241,7 +258,9 @@ func (g *groupTransport) installSnapshot(target raft.ServerAddress, args *raft.I
 	if err != nil {
 		return 0, 0, err
 	}
-	first := &peerv1.InstallSnapshotChunk{Kind: &peerv1.InstallSnapshotChunk_Request{Request: installSnapshotToProto(g.name, args)}}
+	req := installSnapshotToProto(g.name, args)
+	req.Header = g.stamp(req.Header)
+	first := &peerv1.InstallSnapshotChunk{Kind: &peerv1.InstallSnapshotChunk_Request{Request: req}}
 	sent = proto.Size(first)
 	if err := stream.Send(first); err != nil {
 		return sent, 0, g.snapshotSendErr(stream, err)

@@ -80,6 +80,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, raft.ErrPipelineShutdown
 	}
 	msg := appendEntriesToProto(p.g.name, args)
+	msg.Header = p.g.stamp(msg.Header)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, reqBytes: proto.Size(msg), done: make(chan struct{})}
 	p.sendMu.Lock()
 	err := p.stream.Send(msg)
@@ -127,6 +128,7 @@ func (p *pipeline) receive() {
 			err = fmt.Errorf("transport: pipeline to %s: ended by peer: %w", p.target, raft.ErrPipelineShutdown)
 		default:
 			err = fromStatus(typePipeline, string(p.target), err)
+			p.g.refused(err)
 		}
 		p.g.net.metrics.observeSent(typePipeline, f.start, f.reqBytes, respBytes, err)
 		f.respond(err)

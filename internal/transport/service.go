@@ -22,7 +22,7 @@ type service struct {
 
 // unary serves one unary request: decode validates and converts it, the
 // group's raft answers it, encode converts the answer.
-func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *service, typ string, req Req, group string,
+func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *service, typ string, req Req, group string, gen uint64,
 	decode func(Req) (Cmd, error), heartbeat func(Cmd) bool, encode func(Out) Resp,
 ) (resp Resp, err error) {
 	defer func() {
@@ -43,6 +43,9 @@ func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *servic
 	if err != nil {
 		return zero, err
 	}
+	if err := g.admit(gen); err != nil {
+		return zero, err
+	}
 	hb := heartbeat != nil && heartbeat(cmd)
 	out, err := g.dispatch(ctx, cmd, nil, hb)
 	if err != nil {
@@ -61,22 +64,22 @@ func (s *service) AppendEntries(ctx context.Context, req *peerv1.AppendEntriesRe
 	if len(req.GetEntries()) == 0 && req.GetPrevLogEntry() == 0 && req.GetLeaderCommitIndex() == 0 {
 		typ = typeHeartbeat
 	}
-	return unary(ctx, s, typ, req, req.GetGroup(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+	return unary(ctx, s, typ, req, req.GetGroup(), req.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
 }
 
 // RequestVote implements peerv1.RaftServer.
 func (s *service) RequestVote(ctx context.Context, req *peerv1.RequestVoteRequest) (*peerv1.RequestVoteResponse, error) {
-	return unary(ctx, s, typeRequestVote, req, req.GetGroup(), requestVoteFromProto, nil, requestVoteResponseToProto)
+	return unary(ctx, s, typeRequestVote, req, req.GetGroup(), req.GetHeader().GetGeneration(), requestVoteFromProto, nil, requestVoteResponseToProto)
 }
 
 // RequestPreVote implements peerv1.RaftServer.
 func (s *service) RequestPreVote(ctx context.Context, req *peerv1.RequestPreVoteRequest) (*peerv1.RequestPreVoteResponse, error) {
-	return unary(ctx, s, typeRequestPreVote, req, req.GetGroup(), requestPreVoteFromProto, nil, requestPreVoteResponseToProto)
+	return unary(ctx, s, typeRequestPreVote, req, req.GetGroup(), req.GetHeader().GetGeneration(), requestPreVoteFromProto, nil, requestPreVoteResponseToProto)
 }
 
 // TimeoutNow implements peerv1.RaftServer.
 func (s *service) TimeoutNow(ctx context.Context, req *peerv1.TimeoutNowRequest) (*peerv1.TimeoutNowResponse, error) {
-	return unary(ctx, s, typeTimeoutNow, req, req.GetGroup(), timeoutNowFromProto, nil, timeoutNowResponseToProto)
+	return unary(ctx, s, typeTimeoutNow, req, req.GetGroup(), req.GetHeader().GetGeneration(), timeoutNowFromProto, nil, timeoutNowResponseToProto)
 }
 
 // AppendEntriesPipeline implements peerv1.RaftServer: it answers the
@@ -117,6 +120,9 @@ func (s *service) pipelined(ctx context.Context, req *peerv1.AppendEntriesReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := g.admit(req.GetHeader().GetGeneration()); err != nil {
+		return nil, err
+	}
 	out, err := g.dispatch(ctx, cmd, nil, isHeartbeat(cmd))
 	if err != nil {
 		return nil, toStatus(err)
@@ -154,6 +160,9 @@ func (s *service) InstallSnapshot(stream grpc.ClientStreamingServer[peerv1.Insta
 	}
 	g, err := s.n.group(first.GetRequest().GetGroup())
 	if err != nil {
+		return err
+	}
+	if err := g.admit(first.GetRequest().GetHeader().GetGeneration()); err != nil {
 		return err
 	}
 

@@ -889,6 +889,335 @@ func (x *DrainResponse) GetPlacementEpoch() uint64 {
 	return 0
 }
 
+type RecoverShardRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard    uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The node whose replica survives.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Carry the recovery out. Without it the call is a dry run.
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverShardRequest) Reset() {
+	*x = RecoverShardRequest{}
+	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverShardRequest) ProtoMessage() {}
+
+func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverShardRequest.ProtoReflect.Descriptor instead.
+func (*RecoverShardRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RecoverShardRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *RecoverShardRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *RecoverShardRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoverShardRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RecoveryReplica is one replica of the shard, from the placement map,
+// gossip and the node holding it.
+type RecoveryReplica struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Voter (else learner) in the placement map.
+	Voter bool `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	// Gossip reports the node alive.
+	Alive bool `protobuf:"varint,3,opt,name=alive,proto3" json:"alive,omitempty"`
+	// Gossip state: alive, suspect, dead, left, or unknown.
+	MemberState string `protobuf:"bytes,4,opt,name=member_state,json=memberState,proto3" json:"member_state,omitempty"`
+	// Raft state of the replica as its node reports it; "unreachable" when
+	// the node did not answer, "not hosted" when it has no replica open.
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Term  uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	// Index and term of the last entry of the replica's log.
+	LastIndex   uint64 `protobuf:"varint,7,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	LastLogTerm uint64 `protobuf:"varint,8,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	// Highest index the replica knows committed, and applied.
+	CommitIndex  uint64 `protobuf:"varint,9,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The leader the replica knows, if any.
+	Leader        string `protobuf:"bytes,11,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryReplica) Reset() {
+	*x = RecoveryReplica{}
+	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryReplica) ProtoMessage() {}
+
+func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryReplica.ProtoReflect.Descriptor instead.
+func (*RecoveryReplica) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecoveryReplica) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *RecoveryReplica) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *RecoveryReplica) GetMemberState() string {
+	if x != nil {
+		return x.MemberState
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLastLogTerm() uint64 {
+	if x != nil {
+		return x.LastLogTerm
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type RecoverShardResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard    uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The surviving node.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Every replica of the placement map, the survivor's first.
+	Replicas []*RecoveryReplica `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Voters of the survivor's raft configuration.
+	Voters []string `protobuf:"bytes,5,rep,name=voters,proto3" json:"voters,omitempty"`
+	// The replicas and configuration members given up.
+	Lost []string `protobuf:"bytes,6,rep,name=lost,proto3" json:"lost,omitempty"`
+	// What to consider before forcing: another replica with a longer log,
+	// a learner as the survivor, no catalog leader to record the change.
+	Warnings []string `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// True when the recovery was carried out; false for a dry run.
+	Recovered      bool   `protobuf:"varint,8,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	PlacementEpoch uint64 `protobuf:"varint,9,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	// The shard's generation after the recovery, or that a forced one would
+	// start; replicas of older generations are refused and deleted.
+	Generation    uint64 `protobuf:"varint,10,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverShardResponse) Reset() {
+	*x = RecoverShardResponse{}
+	mi := &file_admin_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverShardResponse) ProtoMessage() {}
+
+func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverShardResponse.ProtoReflect.Descriptor instead.
+func (*RecoverShardResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RecoverShardResponse) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *RecoverShardResponse) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *RecoverShardResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoverShardResponse) GetReplicas() []*RecoveryReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetLost() []string {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
+}
+
+func (x *RecoverShardResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
+func (x *RecoverShardResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 var File_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_admin_v1_admin_proto_rawDesc = "" +
@@ -954,13 +1283,47 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"8\n" +
 	"\rDrainResponse\x12'\n" +
-	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch2\x98\x03\n" +
+	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch\"v\n" +
+	"\x13RecoverShardRequest\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xc6\x02\n" +
+	"\x0fRecoveryReplica\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\x12\x14\n" +
+	"\x05alive\x18\x03 \x01(\bR\x05alive\x12!\n" +
+	"\fmember_state\x18\x04 \x01(\tR\vmemberState\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\a \x01(\x04R\tlastIndex\x12\"\n" +
+	"\rlast_log_term\x18\b \x01(\x04R\vlastLogTerm\x12!\n" +
+	"\fcommit_index\x18\t \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\n" +
+	" \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06leader\x18\v \x01(\tR\x06leader\"\xd0\x02\n" +
+	"\x14RecoverShardResponse\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12>\n" +
+	"\breplicas\x18\x04 \x03(\v2\".causeway.admin.v1.RecoveryReplicaR\breplicas\x12\x16\n" +
+	"\x06voters\x18\x05 \x03(\tR\x06voters\x12\x12\n" +
+	"\x04lost\x18\x06 \x03(\tR\x04lost\x12\x1a\n" +
+	"\bwarnings\x18\a \x03(\tR\bwarnings\x12\x1c\n" +
+	"\trecovered\x18\b \x01(\bR\trecovered\x12'\n" +
+	"\x0fplacement_epoch\x18\t \x01(\x04R\x0eplacementEpoch\x12\x1e\n" +
+	"\n" +
+	"generation\x18\n" +
+	" \x01(\x04R\n" +
+	"generation2\xf9\x03\n" +
 	"\x05Admin\x12M\n" +
 	"\x06Status\x12 .causeway.admin.v1.StatusRequest\x1a!.causeway.admin.v1.StatusResponse\x12S\n" +
 	"\bSnapshot\x12\".causeway.admin.v1.SnapshotRequest\x1a#.causeway.admin.v1.SnapshotResponse\x12P\n" +
 	"\aMembers\x12!.causeway.admin.v1.MembersRequest\x1a\".causeway.admin.v1.MembersResponse\x12M\n" +
 	"\x06Shards\x12 .causeway.admin.v1.ShardsRequest\x1a!.causeway.admin.v1.ShardsResponse\x12J\n" +
-	"\x05Drain\x12\x1f.causeway.admin.v1.DrainRequest\x1a .causeway.admin.v1.DrainResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
+	"\x05Drain\x12\x1f.causeway.admin.v1.DrainRequest\x1a .causeway.admin.v1.DrainResponse\x12_\n" +
+	"\fRecoverShard\x12&.causeway.admin.v1.RecoverShardRequest\x1a'.causeway.admin.v1.RecoverShardResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -974,43 +1337,49 @@ func file_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_admin_v1_admin_proto_rawDescData
 }
 
-var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_admin_v1_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),    // 0: causeway.admin.v1.StatusRequest
-	(*ShardStatus)(nil),      // 1: causeway.admin.v1.ShardStatus
-	(*StatusResponse)(nil),   // 2: causeway.admin.v1.StatusResponse
-	(*SnapshotRequest)(nil),  // 3: causeway.admin.v1.SnapshotRequest
-	(*SnapshotResponse)(nil), // 4: causeway.admin.v1.SnapshotResponse
-	(*MembersRequest)(nil),   // 5: causeway.admin.v1.MembersRequest
-	(*Member)(nil),           // 6: causeway.admin.v1.Member
-	(*MembersResponse)(nil),  // 7: causeway.admin.v1.MembersResponse
-	(*ShardsRequest)(nil),    // 8: causeway.admin.v1.ShardsRequest
-	(*ShardReplica)(nil),     // 9: causeway.admin.v1.ShardReplica
-	(*ShardInfo)(nil),        // 10: causeway.admin.v1.ShardInfo
-	(*ShardsResponse)(nil),   // 11: causeway.admin.v1.ShardsResponse
-	(*DrainRequest)(nil),     // 12: causeway.admin.v1.DrainRequest
-	(*DrainResponse)(nil),    // 13: causeway.admin.v1.DrainResponse
+	(*StatusRequest)(nil),        // 0: causeway.admin.v1.StatusRequest
+	(*ShardStatus)(nil),          // 1: causeway.admin.v1.ShardStatus
+	(*StatusResponse)(nil),       // 2: causeway.admin.v1.StatusResponse
+	(*SnapshotRequest)(nil),      // 3: causeway.admin.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),     // 4: causeway.admin.v1.SnapshotResponse
+	(*MembersRequest)(nil),       // 5: causeway.admin.v1.MembersRequest
+	(*Member)(nil),               // 6: causeway.admin.v1.Member
+	(*MembersResponse)(nil),      // 7: causeway.admin.v1.MembersResponse
+	(*ShardsRequest)(nil),        // 8: causeway.admin.v1.ShardsRequest
+	(*ShardReplica)(nil),         // 9: causeway.admin.v1.ShardReplica
+	(*ShardInfo)(nil),            // 10: causeway.admin.v1.ShardInfo
+	(*ShardsResponse)(nil),       // 11: causeway.admin.v1.ShardsResponse
+	(*DrainRequest)(nil),         // 12: causeway.admin.v1.DrainRequest
+	(*DrainResponse)(nil),        // 13: causeway.admin.v1.DrainResponse
+	(*RecoverShardRequest)(nil),  // 14: causeway.admin.v1.RecoverShardRequest
+	(*RecoveryReplica)(nil),      // 15: causeway.admin.v1.RecoveryReplica
+	(*RecoverShardResponse)(nil), // 16: causeway.admin.v1.RecoverShardResponse
 }
 var file_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: causeway.admin.v1.StatusResponse.shards:type_name -> causeway.admin.v1.ShardStatus
 	6,  // 1: causeway.admin.v1.MembersResponse.members:type_name -> causeway.admin.v1.Member
 	9,  // 2: causeway.admin.v1.ShardInfo.replicas:type_name -> causeway.admin.v1.ShardReplica
 	10, // 3: causeway.admin.v1.ShardsResponse.shards:type_name -> causeway.admin.v1.ShardInfo
-	0,  // 4: causeway.admin.v1.Admin.Status:input_type -> causeway.admin.v1.StatusRequest
-	3,  // 5: causeway.admin.v1.Admin.Snapshot:input_type -> causeway.admin.v1.SnapshotRequest
-	5,  // 6: causeway.admin.v1.Admin.Members:input_type -> causeway.admin.v1.MembersRequest
-	8,  // 7: causeway.admin.v1.Admin.Shards:input_type -> causeway.admin.v1.ShardsRequest
-	12, // 8: causeway.admin.v1.Admin.Drain:input_type -> causeway.admin.v1.DrainRequest
-	2,  // 9: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
-	4,  // 10: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
-	7,  // 11: causeway.admin.v1.Admin.Members:output_type -> causeway.admin.v1.MembersResponse
-	11, // 12: causeway.admin.v1.Admin.Shards:output_type -> causeway.admin.v1.ShardsResponse
-	13, // 13: causeway.admin.v1.Admin.Drain:output_type -> causeway.admin.v1.DrainResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	15, // 4: causeway.admin.v1.RecoverShardResponse.replicas:type_name -> causeway.admin.v1.RecoveryReplica
+	0,  // 5: causeway.admin.v1.Admin.Status:input_type -> causeway.admin.v1.StatusRequest
+	3,  // 6: causeway.admin.v1.Admin.Snapshot:input_type -> causeway.admin.v1.SnapshotRequest
+	5,  // 7: causeway.admin.v1.Admin.Members:input_type -> causeway.admin.v1.MembersRequest
+	8,  // 8: causeway.admin.v1.Admin.Shards:input_type -> causeway.admin.v1.ShardsRequest
+	12, // 9: causeway.admin.v1.Admin.Drain:input_type -> causeway.admin.v1.DrainRequest
+	14, // 10: causeway.admin.v1.Admin.RecoverShard:input_type -> causeway.admin.v1.RecoverShardRequest
+	2,  // 11: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
+	4,  // 12: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
+	7,  // 13: causeway.admin.v1.Admin.Members:output_type -> causeway.admin.v1.MembersResponse
+	11, // 14: causeway.admin.v1.Admin.Shards:output_type -> causeway.admin.v1.ShardsResponse
+	13, // 15: causeway.admin.v1.Admin.Drain:output_type -> causeway.admin.v1.DrainResponse
+	16, // 16: causeway.admin.v1.Admin.RecoverShard:output_type -> causeway.admin.v1.RecoverShardResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_admin_v1_admin_proto_init() }
@@ -1024,7 +1393,7 @@ func file_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_v1_admin_proto_rawDesc), len(file_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,11 +21,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName   = "/causeway.admin.v1.Admin/Status"
-	Admin_Snapshot_FullMethodName = "/causeway.admin.v1.Admin/Snapshot"
-	Admin_Members_FullMethodName  = "/causeway.admin.v1.Admin/Members"
-	Admin_Shards_FullMethodName   = "/causeway.admin.v1.Admin/Shards"
-	Admin_Drain_FullMethodName    = "/causeway.admin.v1.Admin/Drain"
+	Admin_Status_FullMethodName       = "/causeway.admin.v1.Admin/Status"
+	Admin_Snapshot_FullMethodName     = "/causeway.admin.v1.Admin/Snapshot"
+	Admin_Members_FullMethodName      = "/causeway.admin.v1.Admin/Members"
+	Admin_Shards_FullMethodName       = "/causeway.admin.v1.Admin/Shards"
+	Admin_Drain_FullMethodName        = "/causeway.admin.v1.Admin/Drain"
+	Admin_RecoverShard_FullMethodName = "/causeway.admin.v1.Admin/RecoverShard"
 )
 
 // AdminClient is the client API for Admin service.
@@ -49,6 +50,17 @@ type AdminClient interface {
 	// take replicas again). The call returns at once; watch Shards or
 	// Members for progress.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// RecoverShard recovers a shard whose replica group lost its quorum for
+	// good (docs/adr/014, docs/operations.md): the replica on node_id goes on
+	// as the group's only voter, the placement map drops every other
+	// replica, and the site grows the group back. Entries the lost replicas
+	// committed without node_id are lost. Without force nothing changes: the
+	// reply describes the group and what would be given up. It fails with
+	// NOT_FOUND for an unknown keyspace or shard, INVALID_ARGUMENT for a
+	// missing node, FAILED_PRECONDITION when the shard has a leader or a live
+	// quorum (nothing to recover), node_id holds no replica of it or is not
+	// alive, and UNAVAILABLE when a forced recovery finds no catalog leader.
+	RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error)
 }
 
 type adminClient struct {
@@ -109,6 +121,16 @@ func (c *adminClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *adminClient) RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecoverShardResponse)
+	err := c.cc.Invoke(ctx, Admin_RecoverShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -130,6 +152,17 @@ type AdminServer interface {
 	// take replicas again). The call returns at once; watch Shards or
 	// Members for progress.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	// RecoverShard recovers a shard whose replica group lost its quorum for
+	// good (docs/adr/014, docs/operations.md): the replica on node_id goes on
+	// as the group's only voter, the placement map drops every other
+	// replica, and the site grows the group back. Entries the lost replicas
+	// committed without node_id are lost. Without force nothing changes: the
+	// reply describes the group and what would be given up. It fails with
+	// NOT_FOUND for an unknown keyspace or shard, INVALID_ARGUMENT for a
+	// missing node, FAILED_PRECONDITION when the shard has a leader or a live
+	// quorum (nothing to recover), node_id holds no replica of it or is not
+	// alive, and UNAVAILABLE when a forced recovery finds no catalog leader.
+	RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -154,6 +187,9 @@ func (UnimplementedAdminServer) Shards(context.Context, *ShardsRequest) (*Shards
 }
 func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedAdminServer) RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecoverShard not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -266,6 +302,24 @@ func _Admin_Drain_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RecoverShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecoverShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RecoverShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RecoverShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RecoverShard(ctx, req.(*RecoverShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -292,6 +346,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Admin_Drain_Handler,
+		},
+		{
+			MethodName: "RecoverShard",
+			Handler:    _Admin_RecoverShard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -216,7 +216,10 @@ type PlacementStep struct {
 	Kind   int32  `protobuf:"varint,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Expected map epoch; a stale step is rejected.
-	Epoch         uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Recovery steps: the shard's generation after the step, its current one
+	// plus one; another value is rejected (docs/adr/014).
+	Generation    uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,6 +282,13 @@ func (x *PlacementStep) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *PlacementStep) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 var File_peer_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_peer_v1_catalog_proto_rawDesc = "" +
@@ -295,12 +305,15 @@ const file_peer_v1_catalog_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x1f\n" +
 	"\vclient_addr\x18\x03 \x01(\tR\n" +
-	"clientAddr\"\x84\x01\n" +
+	"clientAddr\"\xa4\x01\n" +
 	"\rPlacementStep\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\x05R\x04kind\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x14\n" +
-	"\x05epoch\x18\x04 \x01(\x04R\x05epochB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generationB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_catalog_proto_rawDescOnce sync.Once

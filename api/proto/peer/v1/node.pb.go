@@ -32,7 +32,8 @@ const (
 	ChangeReplicasRequest_OP_TRANSFER_LEADER ChangeReplicasRequest_Op = 4
 	// Sent to a voter of a two-voter group whose other voter (node_id) is
 	// lost: the receiving node's replica goes on as the only voter. It
-	// refuses unless its configuration is exactly those two voters.
+	// refuses unless its configuration is exactly those two voters, or
+	// force is set. It starts the shard's generation given.
 	ChangeReplicasRequest_OP_RECOVER_ALONE ChangeReplicasRequest_Op = 5
 )
 
@@ -412,7 +413,17 @@ type ChangeReplicasRequest struct {
 	Op     ChangeReplicasRequest_Op `protobuf:"varint,2,opt,name=op,proto3,enum=causeway.peer.v1.ChangeReplicasRequest_Op" json:"op,omitempty"`
 	NodeId string                   `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Peer address of the node (for additions).
-	PeerAddr      string `protobuf:"bytes,4,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	PeerAddr string `protobuf:"bytes,4,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// OP_RECOVER_ALONE: go on alone whatever the configuration (an operator's
+	// forced recovery, docs/adr/014), giving up every other server of it;
+	// lost names the servers the caller expects to give up (node_id is one
+	// of them when set). The receiving replica refuses while its group has a
+	// leader.
+	Force bool     `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
+	Lost  []string `protobuf:"bytes,6,rep,name=lost,proto3" json:"lost,omitempty"`
+	// OP_RECOVER_ALONE: the generation the recovered replica starts (the
+	// shard's generation in the placement map plus one).
+	Generation    uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -473,6 +484,27 @@ func (x *ChangeReplicasRequest) GetPeerAddr() string {
 		return x.PeerAddr
 	}
 	return ""
+}
+
+func (x *ChangeReplicasRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ChangeReplicasRequest) GetLost() []string {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *ChangeReplicasRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 type ChangeReplicasResponse struct {
@@ -565,15 +597,22 @@ func (x *ReplicaStatusRequest) GetShard() *ShardRef {
 }
 
 type ReplicaStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hosted        bool                   `protobuf:"varint,1,opt,name=hosted,proto3" json:"hosted,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	LeaderId      string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	LastIndex     uint64                 `protobuf:"varint,8,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Hosted       bool                   `protobuf:"varint,1,opt,name=hosted,proto3" json:"hosted,omitempty"`
+	State        string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	LeaderId     string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr   string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Term         uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastIndex    uint64                 `protobuf:"varint,8,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// Term of the last entry of the replica's log.
+	LastLogTerm uint64 `protobuf:"varint,9,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	// Generation of the replica (docs/adr/014).
+	Generation uint64 `protobuf:"varint,10,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The replica's latest raft configuration, as it knows it.
+	Voters        []string `protobuf:"bytes,11,rep,name=voters,proto3" json:"voters,omitempty"`
+	Learners      []string `protobuf:"bytes,12,rep,name=learners,proto3" json:"learners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -662,6 +701,34 @@ func (x *ReplicaStatusResponse) GetLastIndex() uint64 {
 		return x.LastIndex
 	}
 	return 0
+}
+
+func (x *ReplicaStatusResponse) GetLastLogTerm() uint64 {
+	if x != nil {
+		return x.LastLogTerm
+	}
+	return 0
+}
+
+func (x *ReplicaStatusResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ReplicaStatusResponse) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *ReplicaStatusResponse) GetLearners() []string {
+	if x != nil {
+		return x.Learners
+	}
+	return nil
 }
 
 type CatalogJoinRequest struct {
@@ -1208,6 +1275,315 @@ func (*CheckReplicasResponse) Descriptor() ([]byte, []int) {
 	return file_peer_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
+type RecoverShardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard *ShardRef              `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The node whose replica goes on as the only voter.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Carry the recovery out; without it nothing changes.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverShardRequest) Reset() {
+	*x = RecoverShardRequest{}
+	mi := &file_peer_v1_node_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverShardRequest) ProtoMessage() {}
+
+func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverShardRequest.ProtoReflect.Descriptor instead.
+func (*RecoverShardRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RecoverShardRequest) GetShard() *ShardRef {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+func (x *RecoverShardRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoverShardRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RecoveryReplica is one replica of a shard being recovered: its place in
+// the placement map, whether its node is alive, and what its node reports.
+type RecoveryReplica struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Voter (else learner) in the placement map.
+	Voter bool `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	// Gossip reports the node alive.
+	Alive bool `protobuf:"varint,3,opt,name=alive,proto3" json:"alive,omitempty"`
+	// Gossip state: alive, suspect, dead, left, or unknown.
+	MemberState string `protobuf:"bytes,4,opt,name=member_state,json=memberState,proto3" json:"member_state,omitempty"`
+	// Raft state the node reports for its replica, "unreachable" when it did
+	// not answer, "not hosted" when it has no replica open.
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Term          uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	LastIndex     uint64 `protobuf:"varint,7,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	LastLogTerm   uint64 `protobuf:"varint,8,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	CommitIndex   uint64 `protobuf:"varint,9,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Leader        string `protobuf:"bytes,11,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryReplica) Reset() {
+	*x = RecoveryReplica{}
+	mi := &file_peer_v1_node_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryReplica) ProtoMessage() {}
+
+func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryReplica.ProtoReflect.Descriptor instead.
+func (*RecoveryReplica) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RecoveryReplica) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *RecoveryReplica) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *RecoveryReplica) GetMemberState() string {
+	if x != nil {
+		return x.MemberState
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RecoveryReplica) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLastLogTerm() uint64 {
+	if x != nil {
+		return x.LastLogTerm
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *RecoveryReplica) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type RecoverShardResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Shard  *ShardRef              `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	NodeId string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Every replica of the placement map, the survivor's first.
+	Replicas []*RecoveryReplica `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Voters of the survivor's raft configuration.
+	Voters []string `protobuf:"bytes,4,rep,name=voters,proto3" json:"voters,omitempty"`
+	// Servers given up: every member of the survivor's configuration and
+	// replica of the map but the survivor.
+	Lost []string `protobuf:"bytes,5,rep,name=lost,proto3" json:"lost,omitempty"`
+	// What the operator should know before forcing (a longer log elsewhere,
+	// a learner as the survivor, no catalog leader).
+	Warnings []string `protobuf:"bytes,6,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The recovery was carried out (force); false for a dry run.
+	Recovered      bool   `protobuf:"varint,7,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	PlacementEpoch uint64 `protobuf:"varint,8,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	// The shard's generation after the recovery (or that it would start).
+	Generation    uint64 `protobuf:"varint,9,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoverShardResponse) Reset() {
+	*x = RecoverShardResponse{}
+	mi := &file_peer_v1_node_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoverShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoverShardResponse) ProtoMessage() {}
+
+func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoverShardResponse.ProtoReflect.Descriptor instead.
+func (*RecoverShardResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecoverShardResponse) GetShard() *ShardRef {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RecoverShardResponse) GetReplicas() []*RecoveryReplica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetLost() []string {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *RecoverShardResponse) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
+}
+
+func (x *RecoverShardResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
+func (x *RecoverShardResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 var File_peer_v1_node_proto protoreflect.FileDescriptor
 
 const file_peer_v1_node_proto_rawDesc = "" +
@@ -1231,12 +1607,17 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x04site\x18\x04 \x01(\tR\x04site\"Y\n" +
 	"\x11ScanShardResponse\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.causeway.peer.v1.ScanItemR\x05items\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"\xb6\x02\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\x80\x03\n" +
 	"\x15ChangeReplicasRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12:\n" +
 	"\x02op\x18\x02 \x01(\x0e2*.causeway.peer.v1.ChangeReplicasRequest.OpR\x02op\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"y\n" +
+	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\x12\x12\n" +
+	"\x04lost\x18\x06 \x03(\tR\x04lost\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x04R\n" +
+	"generation\"y\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOP_ADD_LEARNER\x10\x01\x12\x0e\n" +
@@ -1248,7 +1629,7 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x16ChangeReplicasResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
 	"\x14ReplicaStatusRequest\x120\n" +
-	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\xfe\x01\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\xf6\x02\n" +
 	"\x15ReplicaStatusResponse\x12\x16\n" +
 	"\x06hosted\x18\x01 \x01(\bR\x06hosted\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1259,7 +1640,14 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\b \x01(\x04R\tlastIndex\"k\n" +
+	"last_index\x18\b \x01(\x04R\tlastIndex\x12\"\n" +
+	"\rlast_log_term\x18\t \x01(\x04R\vlastLogTerm\x12\x1e\n" +
+	"\n" +
+	"generation\x18\n" +
+	" \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06voters\x18\v \x03(\tR\x06voters\x12\x1a\n" +
+	"\blearners\x18\f \x03(\tR\blearners\"k\n" +
 	"\x12CatalogJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x1f\n" +
@@ -1294,7 +1682,37 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\brequests\x18\x05 \x01(\x06R\brequests\"H\n" +
 	"\x14CheckReplicasRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\x17\n" +
-	"\x15CheckReplicasResponse2\xe3\x05\n" +
+	"\x15CheckReplicasResponse\"v\n" +
+	"\x13RecoverShardRequest\x120\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\xc6\x02\n" +
+	"\x0fRecoveryReplica\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\x12\x14\n" +
+	"\x05alive\x18\x03 \x01(\bR\x05alive\x12!\n" +
+	"\fmember_state\x18\x04 \x01(\tR\vmemberState\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\a \x01(\x04R\tlastIndex\x12\"\n" +
+	"\rlast_log_term\x18\b \x01(\x04R\vlastLogTerm\x12!\n" +
+	"\fcommit_index\x18\t \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\n" +
+	" \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06leader\x18\v \x01(\tR\x06leader\"\xcf\x02\n" +
+	"\x14RecoverShardResponse\x120\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12=\n" +
+	"\breplicas\x18\x03 \x03(\v2!.causeway.peer.v1.RecoveryReplicaR\breplicas\x12\x16\n" +
+	"\x06voters\x18\x04 \x03(\tR\x06voters\x12\x12\n" +
+	"\x04lost\x18\x05 \x03(\tR\x04lost\x12\x1a\n" +
+	"\bwarnings\x18\x06 \x03(\tR\bwarnings\x12\x1c\n" +
+	"\trecovered\x18\a \x01(\bR\trecovered\x12'\n" +
+	"\x0fplacement_epoch\x18\b \x01(\x04R\x0eplacementEpoch\x12\x1e\n" +
+	"\n" +
+	"generation\x18\t \x01(\x04R\n" +
+	"generation2\xc2\x06\n" +
 	"\x04Node\x12T\n" +
 	"\tScanShard\x12\".causeway.peer.v1.ScanShardRequest\x1a#.causeway.peer.v1.ScanShardResponse\x12c\n" +
 	"\x0eChangeReplicas\x12'.causeway.peer.v1.ChangeReplicasRequest\x1a(.causeway.peer.v1.ChangeReplicasResponse\x12`\n" +
@@ -1303,7 +1721,8 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x05Drain\x12\x1e.causeway.peer.v1.DrainRequest\x1a\x1f.causeway.peer.v1.DrainResponse\x12T\n" +
 	"\tPlacement\x12\".causeway.peer.v1.PlacementRequest\x1a#.causeway.peer.v1.PlacementResponse\x12`\n" +
 	"\rReplicaDigest\x12&.causeway.peer.v1.ReplicaDigestRequest\x1a'.causeway.peer.v1.ReplicaDigestResponse\x12`\n" +
-	"\rCheckReplicas\x12&.causeway.peer.v1.CheckReplicasRequest\x1a'.causeway.peer.v1.CheckReplicasResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\rCheckReplicas\x12&.causeway.peer.v1.CheckReplicasRequest\x1a'.causeway.peer.v1.CheckReplicasResponse\x12]\n" +
+	"\fRecoverShard\x12%.causeway.peer.v1.RecoverShardRequest\x1a&.causeway.peer.v1.RecoverShardResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_node_proto_rawDescOnce sync.Once
@@ -1318,7 +1737,7 @@ func file_peer_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_peer_v1_node_proto_goTypes = []any{
 	(ChangeReplicasRequest_Op)(0),    // 0: causeway.peer.v1.ChangeReplicasRequest.Op
 	(ReplicaDigestResponse_State)(0), // 1: causeway.peer.v1.ReplicaDigestResponse.State
@@ -1341,6 +1760,9 @@ var file_peer_v1_node_proto_goTypes = []any{
 	(*Digest)(nil),                   // 18: causeway.peer.v1.Digest
 	(*CheckReplicasRequest)(nil),     // 19: causeway.peer.v1.CheckReplicasRequest
 	(*CheckReplicasResponse)(nil),    // 20: causeway.peer.v1.CheckReplicasResponse
+	(*RecoverShardRequest)(nil),      // 21: causeway.peer.v1.RecoverShardRequest
+	(*RecoveryReplica)(nil),          // 22: causeway.peer.v1.RecoveryReplica
+	(*RecoverShardResponse)(nil),     // 23: causeway.peer.v1.RecoverShardResponse
 }
 var file_peer_v1_node_proto_depIdxs = []int32{
 	2,  // 0: causeway.peer.v1.ScanShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
@@ -1352,27 +1774,32 @@ var file_peer_v1_node_proto_depIdxs = []int32{
 	1,  // 6: causeway.peer.v1.ReplicaDigestResponse.state:type_name -> causeway.peer.v1.ReplicaDigestResponse.State
 	18, // 7: causeway.peer.v1.ReplicaDigestResponse.digest:type_name -> causeway.peer.v1.Digest
 	2,  // 8: causeway.peer.v1.CheckReplicasRequest.shard:type_name -> causeway.peer.v1.ShardRef
-	3,  // 9: causeway.peer.v1.Node.ScanShard:input_type -> causeway.peer.v1.ScanShardRequest
-	6,  // 10: causeway.peer.v1.Node.ChangeReplicas:input_type -> causeway.peer.v1.ChangeReplicasRequest
-	8,  // 11: causeway.peer.v1.Node.ReplicaStatus:input_type -> causeway.peer.v1.ReplicaStatusRequest
-	10, // 12: causeway.peer.v1.Node.CatalogJoin:input_type -> causeway.peer.v1.CatalogJoinRequest
-	12, // 13: causeway.peer.v1.Node.Drain:input_type -> causeway.peer.v1.DrainRequest
-	14, // 14: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
-	16, // 15: causeway.peer.v1.Node.ReplicaDigest:input_type -> causeway.peer.v1.ReplicaDigestRequest
-	19, // 16: causeway.peer.v1.Node.CheckReplicas:input_type -> causeway.peer.v1.CheckReplicasRequest
-	5,  // 17: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
-	7,  // 18: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
-	9,  // 19: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
-	11, // 20: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
-	13, // 21: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
-	15, // 22: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
-	17, // 23: causeway.peer.v1.Node.ReplicaDigest:output_type -> causeway.peer.v1.ReplicaDigestResponse
-	20, // 24: causeway.peer.v1.Node.CheckReplicas:output_type -> causeway.peer.v1.CheckReplicasResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	2,  // 9: causeway.peer.v1.RecoverShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
+	2,  // 10: causeway.peer.v1.RecoverShardResponse.shard:type_name -> causeway.peer.v1.ShardRef
+	22, // 11: causeway.peer.v1.RecoverShardResponse.replicas:type_name -> causeway.peer.v1.RecoveryReplica
+	3,  // 12: causeway.peer.v1.Node.ScanShard:input_type -> causeway.peer.v1.ScanShardRequest
+	6,  // 13: causeway.peer.v1.Node.ChangeReplicas:input_type -> causeway.peer.v1.ChangeReplicasRequest
+	8,  // 14: causeway.peer.v1.Node.ReplicaStatus:input_type -> causeway.peer.v1.ReplicaStatusRequest
+	10, // 15: causeway.peer.v1.Node.CatalogJoin:input_type -> causeway.peer.v1.CatalogJoinRequest
+	12, // 16: causeway.peer.v1.Node.Drain:input_type -> causeway.peer.v1.DrainRequest
+	14, // 17: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
+	16, // 18: causeway.peer.v1.Node.ReplicaDigest:input_type -> causeway.peer.v1.ReplicaDigestRequest
+	19, // 19: causeway.peer.v1.Node.CheckReplicas:input_type -> causeway.peer.v1.CheckReplicasRequest
+	21, // 20: causeway.peer.v1.Node.RecoverShard:input_type -> causeway.peer.v1.RecoverShardRequest
+	5,  // 21: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
+	7,  // 22: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
+	9,  // 23: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
+	11, // 24: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
+	13, // 25: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
+	15, // 26: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
+	17, // 27: causeway.peer.v1.Node.ReplicaDigest:output_type -> causeway.peer.v1.ReplicaDigestResponse
+	20, // 28: causeway.peer.v1.Node.CheckReplicas:output_type -> causeway.peer.v1.CheckReplicasResponse
+	23, // 29: causeway.peer.v1.Node.RecoverShard:output_type -> causeway.peer.v1.RecoverShardResponse
+	21, // [21:30] is the sub-list for method output_type
+	12, // [12:21] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_node_proto_init() }
@@ -1386,7 +1813,7 @@ func file_peer_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_node_proto_rawDesc), len(file_peer_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	Node_Placement_FullMethodName      = "/causeway.peer.v1.Node/Placement"
 	Node_ReplicaDigest_FullMethodName  = "/causeway.peer.v1.Node/ReplicaDigest"
 	Node_CheckReplicas_FullMethodName  = "/causeway.peer.v1.Node/CheckReplicas"
+	Node_RecoverShard_FullMethodName   = "/causeway.peer.v1.Node/RecoverShard"
 )
 
 // NodeClient is the client API for Node service.
@@ -58,6 +59,12 @@ type NodeClient interface {
 	// start a replica consistency check: it proposes a DigestCheck command
 	// soon, unless a check it started is still under way. It does not wait.
 	CheckReplicas(ctx context.Context, in *CheckReplicasRequest, opts ...grpc.CallOption) (*CheckReplicasResponse, error)
+	// RecoverShard reports on a shard group that lost its quorum and, with
+	// force, makes one replica its only voter and drops the others from the
+	// placement map (docs/adr/014). A forced recovery needs the site catalog
+	// leader: the receiving node must lead it. A dry run is answered from
+	// the receiving node's own copy of the catalog.
+	RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error)
 }
 
 type nodeClient struct {
@@ -148,6 +155,16 @@ func (c *nodeClient) CheckReplicas(ctx context.Context, in *CheckReplicasRequest
 	return out, nil
 }
 
+func (c *nodeClient) RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecoverShardResponse)
+	err := c.cc.Invoke(ctx, Node_RecoverShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -177,6 +194,12 @@ type NodeServer interface {
 	// start a replica consistency check: it proposes a DigestCheck command
 	// soon, unless a check it started is still under way. It does not wait.
 	CheckReplicas(context.Context, *CheckReplicasRequest) (*CheckReplicasResponse, error)
+	// RecoverShard reports on a shard group that lost its quorum and, with
+	// force, makes one replica its only voter and drops the others from the
+	// placement map (docs/adr/014). A forced recovery needs the site catalog
+	// leader: the receiving node must lead it. A dry run is answered from
+	// the receiving node's own copy of the catalog.
+	RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -210,6 +233,9 @@ func (UnimplementedNodeServer) ReplicaDigest(context.Context, *ReplicaDigestRequ
 }
 func (UnimplementedNodeServer) CheckReplicas(context.Context, *CheckReplicasRequest) (*CheckReplicasResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CheckReplicas not implemented")
+}
+func (UnimplementedNodeServer) RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecoverShard not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -376,6 +402,24 @@ func _Node_CheckReplicas_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_RecoverShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecoverShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).RecoverShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_RecoverShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).RecoverShard(ctx, req.(*RecoverShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +458,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckReplicas",
 			Handler:    _Node_CheckReplicas_Handler,
+		},
+		{
+			MethodName: "RecoverShard",
+			Handler:    _Node_RecoverShard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

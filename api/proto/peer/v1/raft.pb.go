@@ -33,7 +33,12 @@ type RaftHeader struct {
 	// Server id of the sender.
 	Id []byte `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// Server address of the sender.
-	Addr          []byte `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	Addr []byte `protobuf:"bytes,3,opt,name=addr,proto3" json:"addr,omitempty"`
+	// Generation of the sender's replica of the group: every quorum
+	// recovery that gives replicas up starts a new one (docs/adr/014).
+	// Replicas of different generations do not exchange requests: the
+	// receiver answers FAILED_PRECONDITION.
+	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,6 +92,13 @@ func (x *RaftHeader) GetAddr() []byte {
 		return x.Addr
 	}
 	return nil
+}
+
+func (x *RaftHeader) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // LogEntry mirrors raft.Log.
@@ -1033,16 +1045,66 @@ func (x *InstallSnapshotResponse) GetSuccess() bool {
 	return false
 }
 
+// GenerationRefusal is the detail of the FAILED_PRECONDITION status that
+// refuses a request from a replica of another generation of the group.
+type GenerationRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Generation of the refusing replica.
+	Generation    uint64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerationRefusal) Reset() {
+	*x = GenerationRefusal{}
+	mi := &file_peer_v1_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerationRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerationRefusal) ProtoMessage() {}
+
+func (x *GenerationRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerationRefusal.ProtoReflect.Descriptor instead.
+func (*GenerationRefusal) Descriptor() ([]byte, []int) {
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GenerationRefusal) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 var File_peer_v1_raft_proto protoreflect.FileDescriptor
 
 const file_peer_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x12peer/v1/raft.proto\x12\x10causeway.peer.v1\"[\n" +
+	"\x12peer/v1/raft.proto\x12\x10causeway.peer.v1\"{\n" +
 	"\n" +
 	"RaftHeader\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x03R\x0fprotocolVersion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\fR\x02id\x12\x12\n" +
-	"\x04addr\x18\x03 \x01(\fR\x04addr\"\xaf\x01\n" +
+	"\x04addr\x18\x03 \x01(\fR\x04addr\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\"\xaf\x01\n" +
 	"\bLogEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x12\n" +
@@ -1115,7 +1177,11 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x17InstallSnapshotResponse\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
-	"\asuccess\x18\x03 \x01(\bR\asuccess2\xd8\x04\n" +
+	"\asuccess\x18\x03 \x01(\bR\asuccess\"3\n" +
+	"\x11GenerationRefusal\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation2\xd8\x04\n" +
 	"\x04Raft\x12`\n" +
 	"\rAppendEntries\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse\x12l\n" +
 	"\x15AppendEntriesPipeline\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse(\x010\x01\x12Z\n" +
@@ -1137,7 +1203,7 @@ func file_peer_v1_raft_proto_rawDescGZIP() []byte {
 	return file_peer_v1_raft_proto_rawDescData
 }
 
-var file_peer_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_peer_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_peer_v1_raft_proto_goTypes = []any{
 	(*RaftHeader)(nil),              // 0: causeway.peer.v1.RaftHeader
 	(*LogEntry)(nil),                // 1: causeway.peer.v1.LogEntry
@@ -1152,6 +1218,7 @@ var file_peer_v1_raft_proto_goTypes = []any{
 	(*InstallSnapshotRequest)(nil),  // 10: causeway.peer.v1.InstallSnapshotRequest
 	(*InstallSnapshotChunk)(nil),    // 11: causeway.peer.v1.InstallSnapshotChunk
 	(*InstallSnapshotResponse)(nil), // 12: causeway.peer.v1.InstallSnapshotResponse
+	(*GenerationRefusal)(nil),       // 13: causeway.peer.v1.GenerationRefusal
 }
 var file_peer_v1_raft_proto_depIdxs = []int32{
 	0,  // 0: causeway.peer.v1.AppendEntriesRequest.header:type_name -> causeway.peer.v1.RaftHeader
@@ -1200,7 +1267,7 @@ func file_peer_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_raft_proto_rawDesc), len(file_peer_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,7 +38,8 @@ const (
 // Raft carries the RPCs of every raft group hosted by a node. Each request
 // names its group; a node that does not host the group answers NOT_FOUND
 // (normal while a replica is being created), a malformed request
-// INVALID_ARGUMENT.
+// INVALID_ARGUMENT, a request from a replica of another generation of the
+// group (see RaftHeader.generation) FAILED_PRECONDITION.
 type RaftClient interface {
 	// AppendEntries replicates log entries or is a heartbeat.
 	AppendEntries(ctx context.Context, in *AppendEntriesRequest, opts ...grpc.CallOption) (*AppendEntriesResponse, error)
@@ -139,7 +140,8 @@ type Raft_InstallSnapshotClient = grpc.ClientStreamingClient[InstallSnapshotChun
 // Raft carries the RPCs of every raft group hosted by a node. Each request
 // names its group; a node that does not host the group answers NOT_FOUND
 // (normal while a replica is being created), a malformed request
-// INVALID_ARGUMENT.
+// INVALID_ARGUMENT, a request from a replica of another generation of the
+// group (see RaftHeader.generation) FAILED_PRECONDITION.
 type RaftServer interface {
 	// AppendEntries replicates log entries or is a heartbeat.
 	AppendEntries(context.Context, *AppendEntriesRequest) (*AppendEntriesResponse, error)
