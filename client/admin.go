@@ -96,3 +96,37 @@ func (c *Client) Drain(ctx context.Context, nodeID string, undo bool, opts ...Op
 	}
 	return resp.GetPlacementEpoch(), nil
 }
+
+// RecoverShard recovers shard shard of keyspace, whose replica group lost
+// its quorum for good: node nodeID's replica goes on as the group's only
+// voter, the placement map drops the other replicas, and the site grows
+// the group back (docs/operations.md). Entries the lost replicas committed
+// without nodeID are lost. Without force nothing changes: the reply
+// describes the group (its replicas, which nodes are alive, each
+// replica's log) and what would be given up. The node that serves the
+// call answers a dry run from its copy of the site catalog; a forced
+// recovery is carried out through the catalog leader.
+//
+// It fails with NotFound for an unknown keyspace or shard, and with
+// FailedPrecondition when the shard has a leader or a live quorum (there
+// is nothing to recover), or nodeID holds no replica of it or is not
+// alive. A forced recovery interrupted half way is completed by calling
+// it again.
+func (c *Client) RecoverShard(ctx context.Context, keyspace string, shard uint32, nodeID string, force bool, opts ...Option) (*adminv1.RecoverShardResponse, error) {
+	switch {
+	case keyspace == "":
+		return nil, fmt.Errorf("client: recover shard: %w", invalidArgument("keyspace is required"))
+	case nodeID == "":
+		return nil, fmt.Errorf("client: recover shard: %w", invalidArgument("node id is required"))
+	}
+	o := c.options(opts)
+	var resp *adminv1.RecoverShardResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.admin[ep].RecoverShard(ctx, &adminv1.RecoverShardRequest{Keyspace: keyspace, Shard: shard, NodeId: nodeID, Force: force})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: recover shard: %w", err)
+	}
+	return resp, nil
+}

@@ -54,6 +54,7 @@ type Server struct {
 		epoch     uint64
 		drainStep uint32
 		drains    []*adminv1.DrainRequest
+		recovers  []*adminv1.RecoverShardRequest
 	}
 }
 
@@ -511,9 +512,10 @@ func (s *Server) SiteMembers() []*adminv1.Member {
 	return out
 }
 
-// SetShards replaces the shards the fake reports through Shards. Until it
-// is called there is one shard per keyspace with one voting replica on the
-// fake, which leads it. Draining does not change the shards reported.
+// SetShards replaces the shards the fake reports through Shards (and
+// RecoverShard recovers). Until it is called there is one shard per
+// keyspace with one voting replica on the fake, which leads it. Draining
+// does not change the shards reported.
 func (s *Server) SetShards(shards ...*adminv1.ShardInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -638,4 +640,94 @@ func (s *Server) Drain(ctx context.Context, r *adminv1.DrainRequest) (*adminv1.D
 		}
 	}
 	return nil, status.Errorf(codes.NotFound, "unknown node %q", r.GetNodeId())
+}
+
+// RecoverRequests returns the RecoverShard requests received, in order.
+func (s *Server) RecoverRequests() []*adminv1.RecoverShardRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*adminv1.RecoverShardRequest, len(s.mu.recovers))
+	for i, r := range s.mu.recovers {
+		out[i] = proto.Clone(r).(*adminv1.RecoverShardRequest)
+	}
+	return out
+}
+
+// RecoverShard implements adminv1.AdminServer over the shards of
+// SetShards and the members of SetMembers: a shard that has a leader is
+// refused (nothing to recover), and so is a node that holds no replica of
+// it or is not alive. The report takes each replica's state and indexes
+// from the shard's ShardReplica (the commit index as the last index, the
+// term 1) and its liveness from the members. A forced recovery leaves the
+// node the shard's only replica, as its leader, and increments the
+// placement epoch.
+func (s *Server) RecoverShard(ctx context.Context, r *adminv1.RecoverShardRequest) (*adminv1.RecoverShardResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx, nil); err != nil {
+		return nil, err
+	}
+	s.mu.recovers = append(s.mu.recovers, proto.Clone(r).(*adminv1.RecoverShardRequest))
+	switch {
+	case r.GetKeyspace() == "":
+		return nil, status.Error(codes.InvalidArgument, "keyspace is required")
+	case !s.mu.keyspaces[r.GetKeyspace()]:
+		return nil, status.Errorf(codes.NotFound, "unknown keyspace %q", r.GetKeyspace())
+	case r.GetNodeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "node_id is required")
+	}
+	var sh *adminv1.ShardInfo
+	for _, x := range s.mu.shards {
+		if x.GetKeyspace() == r.GetKeyspace() && x.GetShard() == r.GetShard() {
+			sh = x
+		}
+	}
+	if sh == nil {
+		return nil, status.Errorf(codes.NotFound, "unknown shard %s/%d", r.GetKeyspace(), r.GetShard())
+	}
+	if sh.GetLeader() != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "nothing to recover: %s/%d has a leader, %s", r.GetKeyspace(), r.GetShard(), sh.GetLeader())
+	}
+	alive := map[string]string{}
+	for _, m := range s.membersLocked() {
+		alive[m.GetNodeId()] = m.GetState()
+	}
+	resp := &adminv1.RecoverShardResponse{Keyspace: r.GetKeyspace(), Shard: r.GetShard(), NodeId: r.GetNodeId(), Generation: 1}
+	found := false
+	for _, rep := range sh.GetReplicas() {
+		rr := &adminv1.RecoveryReplica{
+			NodeId: rep.GetNodeId(), Voter: rep.GetVoter(), Alive: alive[rep.GetNodeId()] == "alive", MemberState: alive[rep.GetNodeId()],
+			State: rep.GetState(), LastIndex: rep.GetCommitIndex(), CommitIndex: rep.GetCommitIndex(), AppliedIndex: rep.GetAppliedIndex(),
+		}
+		if rr.MemberState == "" {
+			rr.MemberState = "unknown"
+		}
+		if rr.LastIndex > 0 {
+			rr.Term, rr.LastLogTerm = 1, 1
+		}
+		if rep.GetVoter() {
+			resp.Voters = append(resp.Voters, rep.GetNodeId())
+		}
+		if rep.GetNodeId() == r.GetNodeId() {
+			found = true
+			resp.Replicas = append([]*adminv1.RecoveryReplica{rr}, resp.Replicas...)
+			if !rr.Alive {
+				return nil, status.Errorf(codes.FailedPrecondition, "%s is not alive", r.GetNodeId())
+			}
+			continue
+		}
+		resp.Lost = append(resp.Lost, rep.GetNodeId())
+		resp.Replicas = append(resp.Replicas, rr)
+	}
+	if !found {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s holds no replica of %s/%d", r.GetNodeId(), r.GetKeyspace(), r.GetShard())
+	}
+	resp.PlacementEpoch = s.mu.epoch
+	if r.GetForce() {
+		s.mu.epoch++
+		sh.Leader = r.GetNodeId()
+		sh.Replicas = []*adminv1.ShardReplica{{NodeId: r.GetNodeId(), Voter: true, State: "Leader"}}
+		resp.Recovered, resp.PlacementEpoch = true, s.mu.epoch
+	}
+	return resp, nil
 }

@@ -13,5 +13,6 @@
 // test describes with SetMembers and SetShards (by default the fake alone).
 // Drain sets a member's draining flag, and each later Members call moves
 // SetDrainStep replicas off every draining member, so that code waiting
-// for a drain to finish can be tested.
+// for a drain to finish can be tested. RecoverShard reports on and
+// recovers the shards of SetShards that have no leader.
 package clienttest

@@ -112,7 +112,8 @@ Exit codes:
      from the server, corrupt session file)
   3  compare-and-swap conflict (cas found another version than expected)
   4  unavailable or timed out (Unavailable, DeadlineExceeded)
-  5  any other error`
+  5  any other error
+  6  dry run of a command that can lose data (shard recover without --force)`
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -148,6 +149,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.historyCommand(),
 		a.clusterCommand(),
 		a.nodeCommand(),
+		a.shardCommand(),
 		a.adminCommand(),
 	)
 	return root

@@ -29,6 +29,9 @@ const (
 	ExitUnavailable = 4
 	// ExitError: any other error.
 	ExitError = 5
+	// ExitNotForced: the dry run of a command that can lose data (shard
+	// recover without --force): nothing changed.
+	ExitNotForced = 6
 )
 
 // exitError is an error with a decided exit code.
