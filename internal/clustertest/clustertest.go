@@ -1,7 +1,7 @@
 // Package clustertest runs multi-node Causeway sites inside one test
 // process: real servers with real storage in temp dirs, real gRPC and
 // gossip on loopback, fast raft timings. Nodes can be added, drained,
-// stopped gracefully or killed abruptly.
+// stopped gracefully or killed abruptly, and restarted on their data.
 package clustertest
 
 import (
@@ -38,6 +38,8 @@ type Node struct {
 	Peer  peerv1.NodeClient
 	conns []*grpc.ClientConn
 	down  bool
+	// The addresses the node listened on, kept by Restart.
+	clientAddr, peerAddr, gossipAddr string
 }
 
 // Cluster is a test site.
@@ -153,7 +155,7 @@ func (c *Cluster) start(id string, cfg server.Config) *Node {
 	if err := srv.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", id, err)
 	}
-	n := &Node{ID: id, Cfg: cfg, Srv: srv}
+	n := &Node{ID: id, Cfg: cfg, Srv: srv, clientAddr: srv.ClientAddr(), peerAddr: srv.PeerAddr(), gossipAddr: srv.GossipAddr()}
 	for _, addr := range []string{srv.ClientAddr(), srv.PeerAddr()} {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -210,6 +212,28 @@ func (c *Cluster) Kill(n *Node) {
 		_ = conn.Close()
 	}
 	n.Srv.Kill()
+}
+
+// Restart starts a stopped or killed node again on its data directory and
+// its addresses (raft configurations and gossip name them); mutate, if
+// set, changes its configuration first. n is updated in place.
+func (c *Cluster) Restart(n *Node, mutate func(*server.Config)) {
+	c.t.Helper()
+	c.mu.Lock()
+	if !n.down {
+		c.mu.Unlock()
+		c.t.Fatalf("restart %s: it is running", n.ID)
+	}
+	c.mu.Unlock()
+	cfg := n.Cfg
+	cfg.ClientAddr, cfg.PeerAddr, cfg.GossipAddr, cfg.HTTPAddr = n.clientAddr, n.peerAddr, n.gossipAddr, "127.0.0.1:0"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	fresh := c.start(n.ID, cfg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n.Cfg, n.Srv, n.KV, n.Admin, n.Peer, n.conns, n.down = fresh.Cfg, fresh.Srv, fresh.KV, fresh.Admin, fresh.Peer, fresh.conns, false
 }
 
 // Endpoint returns n's endpoint in Net.

@@ -1,0 +1,304 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/cli"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/server"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Tests of an operator's recovery from quorum losses that cannot be
+// recovered safely (docs/adr/014): kvctl shard recover and
+// kvd --recover-catalog.
+
+// localValue reads key from n's own replica of its shard: its value, or
+// an error when the replica does not hold it (or is not open).
+func localValue(n *Node, key string) (string, error) {
+	sh, err := n.Srv.Router().Shard("default", []byte(key))
+	if err != nil {
+		return "", err
+	}
+	g := n.Srv.Router().Local(sh)
+	if g == nil {
+		return "", fmt.Errorf("%s has no replica of %s open", n.ID, sh)
+	}
+	var val string
+	var found bool
+	err = g.Read(func(st *storage.ShardTx) error {
+		r, ok, err := st.Latest([]byte(key), false)
+		found = ok && !r.Tombstone
+		val = string(r.Value)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", fmt.Errorf("%s's replica of %s does not hold %q", n.ID, sh, key)
+	}
+	return val, nil
+}
+
+// kvctl runs kvctl against n and returns its exit code and output.
+func kvctl(n *Node, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	env := cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code = cli.Main(context.Background(), append([]string{"--endpoints", n.Srv.ClientAddr(), "--session-file", "none"}, args...), env)
+	return code, out.String(), errb.String()
+}
+
+// recoverShard calls RecoverShard on n for shard id of the default
+// keyspace with a deadline.
+func recoverShard(n *Node, id uint32, node string, force bool) (*adminv1.RecoverShardResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return n.Admin.RecoverShard(ctx, &adminv1.RecoverShardRequest{Keyspace: "default", Shard: id, NodeId: node, Force: force})
+}
+
+// putAll writes value under every key through n, retrying each until it
+// is acknowledged or d passes.
+func putAll(t *testing.T, n *Node, keys map[uint32]string, value string, d time.Duration) {
+	t.Helper()
+	for id, k := range keys {
+		poll.Every(50*time.Millisecond).Until(t, d, fmt.Sprintf("write %s to shard %d", k, id), func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := n.KV.Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte(value)})
+			return err
+		})
+	}
+}
+
+// readStrong checks that a STRONG read of every key through n returns
+// value.
+func readStrong(t *testing.T, n *Node, keys map[uint32]string, value string) {
+	t.Helper()
+	for id, k := range keys {
+		poll.Every(50*time.Millisecond).Until(t, time.Minute, fmt.Sprintf("read %s of shard %d", k, id), func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			g, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(k), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+			if status.Code(err) == codes.Unavailable {
+				return err // a leader being elected
+			}
+			if err != nil || string(g.GetValue()) != value {
+				t.Fatalf("%s through %s: %q, %v; want %q", k, n.ID, g.GetValue(), err, value)
+			}
+			return nil
+		})
+	}
+}
+
+// recoverCatalog stops n and starts it again as the only voter of the
+// site catalog, giving up its other voters, and waits until it leads it.
+func recoverCatalog(t *testing.T, c *Cluster, n *Node, lost []string) {
+	t.Helper()
+	c.Stop(n)
+	c.Restart(n, func(cfg *server.Config) { cfg.RecoverCatalog = lost })
+	poll.Until(t, time.Minute, n.ID+" leads the recovered catalog", poll.True(n.Srv.Catalog().IsLeader))
+	if g := n.Srv.Catalog().Generation(); g != 1 {
+		t.Fatalf("the recovered catalog is of generation %d, want 1", g)
+	}
+}
+
+// forceEveryShard recovers every shard of the default keyspace on n that
+// was not recovered yet, retrying each until the recovery is done (while
+// n's replica opens).
+func forceEveryShard(t *testing.T, n *Node) {
+	t.Helper()
+	shards, _ := n.Srv.Router().Shards("default")
+	m, _ := n.Srv.Catalog().Map()
+	for _, sh := range shards {
+		if m.Generation(sh) > 0 {
+			continue
+		}
+		poll.Every(100*time.Millisecond).Until(t, time.Minute, fmt.Sprintf("forced recovery of %s", sh), func() error {
+			resp, err := recoverShard(n, sh.ID, n.ID, true)
+			if err != nil {
+				return err
+			}
+			if !resp.GetRecovered() {
+				t.Fatalf("forced recovery of %s: %+v", sh, resp)
+			}
+			return nil
+		})
+	}
+}
+
+// catalogVoters returns the voters of the site catalog other than n.
+func catalogVoters(t *testing.T, n *Node) []string {
+	t.Helper()
+	voters, err := n.Srv.Catalog().Voters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(voters, func(v string) bool { return v == n.ID })
+}
+
+// TestRecoverAfterLosingTwoOfThree: of a site of three nodes, two are lost
+// for good. Every shard and the site catalog lose their quorum: nothing is
+// writable and nothing recovers by itself. The dry run of kvctl shard
+// recover reports the group and what may be lost, and refuses; forcing it
+// is refused while the catalog has no leader. The survivor is restarted
+// with --recover-catalog, every shard is recovered on it with --force, and
+// then every shard is writable and every write acknowledged before the
+// loss (all held by the survivor) reads back.
+func TestRecoverAfterLosingTwoOfThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	c := New(t, 3, nil)
+	n1 := c.Node("n1")
+	keys := keyPerShard(n1, "before/")
+	putAll(t, n1, keys, "before", 30*time.Second)
+	for _, k := range keys {
+		poll.Until(t, 30*time.Second, "n1 holds "+k, func() error { _, err := localValue(n1, k); return err })
+	}
+	lost := catalogVoters(t, n1)
+	if len(lost) != 2 {
+		t.Fatalf("catalog voters besides n1: %v, want two", lost)
+	}
+	c.Kill(c.Node("n2"))
+	c.Kill(c.Node("n3"))
+
+	// Nothing is writable.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: []byte(keys[0]), Value: []byte("during")})
+	cancel()
+	if err == nil {
+		t.Fatal("a write was acknowledged by one voter of three")
+	}
+
+	// The dry run, through kvctl: it reports and refuses (exit 6) once
+	// the group has no leader and gossip no longer reports n2 and n3.
+	var out string
+	poll.Every(200*time.Millisecond).Until(t, time.Minute, "a dry run of shard 0's recovery", func() error {
+		code, stdout, stderr := kvctl(n1, "shard", "recover", "--shard", "0", "--node", "n1")
+		if code != cli.ExitNotForced {
+			return fmt.Errorf("exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stderr, "run again with --force") {
+			t.Fatalf("dry run stderr %q", stderr)
+		}
+		out = stdout
+		return nil
+	})
+	for _, want := range []string{"n1 ", "n2 ", "n3 ", "raft voters as n1 knows them: n1, n2, n3",
+		"acknowledged writes after index", "but not stored on n1 are lost", "gives up n2, n3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("dry run:\n%s", out)
+	resp, err := recoverShard(n1, 0, "n1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := resp.GetReplicas()[0]
+	if resp.GetRecovered() || strings.Join(resp.GetLost(), ",") != "n2,n3" || sv.GetNodeId() != "n1" || !sv.GetAlive() ||
+		sv.GetLastIndex() == 0 || sv.GetTerm() == 0 || resp.GetReplicas()[1].GetAlive() || resp.GetReplicas()[2].GetAlive() {
+		t.Fatalf("dry run reply %+v", resp)
+	}
+	if m := c.Map(); m.Generation(placement.Shard{Keyspace: "default", ID: 0}) != 0 {
+		t.Fatal("a dry run changed the shard's generation")
+	}
+
+	// Forcing needs the catalog, which lost its quorum too.
+	poll.Until(t, time.Minute, "the catalog has no leader", func() error {
+		if id, _ := n1.Srv.Catalog().Leader(); id != "" {
+			return fmt.Errorf("catalog led by %s", id)
+		}
+		return nil
+	})
+	_, err = recoverShard(n1, 0, "n1", true)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "--recover-catalog") {
+		t.Fatalf("forced recovery without a catalog leader: %v", err)
+	}
+
+	recoverCatalog(t, c, n1, lost)
+	// One shard through kvctl --force, the others through the admin API.
+	poll.Every(200*time.Millisecond).Until(t, time.Minute, "kvctl shard recover --force of shard 0", func() error {
+		code, stdout, stderr := kvctl(n1, "shard", "recover", "--shard", "0", "--node", "n1", "--force")
+		if code != cli.ExitOK {
+			return fmt.Errorf("exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stdout, "recovered: n1 is the only voter of shard default/0 (generation 1") {
+			t.Fatalf("kvctl --force printed:\n%s", stdout)
+		}
+		return nil
+	})
+	forceEveryShard(t, n1)
+
+	everyShardWritable(t, n1, time.Minute)
+	readStrong(t, n1, keys, "before")
+	c.WaitSettled(time.Minute)
+	m := c.Map()
+	for _, sh := range m.SortedShards() {
+		if m.Generation(sh) != 1 {
+			t.Errorf("shard %s is of generation %d after one recovery", sh, m.Generation(sh))
+		}
+	}
+}
+
+// TestShardRecoverRefusesAGroupThatIsNotLost: a shard that has a leader or
+// a live quorum has nothing to recover, forced or not, and bad requests
+// get precise errors; nothing changes.
+func TestShardRecoverRefusesAGroupThatIsNotLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	// No re-replication: n3 stays a voter of every group once killed.
+	c := New(t, 3, func(cfg *server.Config) { cfg.DeadGrace = time.Hour })
+	n1 := c.Node("n1")
+	check := func(what string, code codes.Code, want string, id uint32, node string, force bool) {
+		t.Helper()
+		_, err := recoverShard(n1, id, node, force)
+		if status.Code(err) != code || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %v containing %q", what, err, code, want)
+		}
+	}
+	check("healthy, dry run", codes.FailedPrecondition, "nothing to recover", 0, "n1", false)
+	check("healthy, forced", codes.FailedPrecondition, "nothing to recover", 0, "n2", true)
+	check("unknown node", codes.FailedPrecondition, "n9 holds no replica of default/0", 0, "n9", false)
+	check("no node", codes.InvalidArgument, "node_id is required", 0, "", false)
+	check("unknown shard", codes.NotFound, "unknown shard 99", 99, "n1", false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := n1.Admin.RecoverShard(ctx, &adminv1.RecoverShardRequest{Keyspace: "nope", NodeId: "n1"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("unknown keyspace: %v", err)
+	}
+
+	// One voter of three lost: the others are a quorum.
+	c.Kill(c.Node("n3"))
+	check("live quorum, forced", codes.FailedPrecondition, "nothing to recover", 0, "n1", true)
+	poll.Until(t, time.Minute, "n3 down in gossip", func() error {
+		_, err := recoverShard(n1, 0, "n3", false)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "not alive: n3") {
+			return fmt.Errorf("recovery on the dead node: %v", err)
+		}
+		return nil
+	})
+	check("live quorum, forced, after the kill", codes.FailedPrecondition, "nothing to recover", 0, "n2", true)
+	m := c.Map()
+	for _, sh := range m.SortedShards() {
+		if m.Generation(sh) != 0 || len(m.Shards[sh]) != 3 {
+			t.Fatalf("a refused recovery changed %s: %v, generation %d", sh, m.Shards[sh], m.Generation(sh))
+		}
+	}
+	everyShardWritable(t, n1, time.Minute)
+}
