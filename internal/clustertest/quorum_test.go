@@ -302,3 +302,90 @@ func TestShardRecoverRefusesAGroupThatIsNotLost(t *testing.T) {
 	}
 	everyShardWritable(t, n1, time.Minute)
 }
+
+// TestLostVoterReturnsAfterForcedRecovery: what a forced recovery may lose,
+// and that a lost voter that comes back anyway never rejoins with its
+// data. n1 is cut off while a write commits on n2 and n3 only; then n2 and
+// n3 are lost and the site is recovered on n1 (still cut off): that write
+// is gone (as the dry run warned). n2 then restarts on its old data, which holds the
+// write: n1 refuses its raft traffic (another generation of the catalog
+// and of every shard), n2 stops on a fatal error saying its catalog
+// replica was given up, and n1 keeps serving. Restarted once more, n2
+// rebuilds its catalog replica from n1, takes replicas again, and each is
+// a new replica of the current generation: its old data, the lost write
+// with it, is deleted, and it holds what n1 holds.
+func TestLostVoterReturnsAfterForcedRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	// No re-replication while n1 is cut off.
+	c := New(t, 3, func(cfg *server.Config) { cfg.DeadGrace = time.Hour })
+	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
+	before := keyPerShard(n1, "before/")
+	putAll(t, n1, before, "before", 30*time.Second)
+	for _, k := range before {
+		poll.Until(t, 30*time.Second, "n1 holds "+k, func() error { _, err := localValue(n1, k); return err })
+	}
+	lost := catalogVoters(t, n1)
+
+	c.Isolate(n1)
+	const gone = "gone/0"
+	putAll(t, n2, map[uint32]string{0: gone}, "committed without n1", time.Minute)
+	poll.Until(t, 30*time.Second, "n2 holds "+gone, func() error { _, err := localValue(n2, gone); return err })
+	c.Kill(n2)
+	c.Kill(n3)
+	// n1 stays cut off until it is recovered: what n2 and n3 wrote to it
+	// and the network still held must not reach it first (faultnet
+	// delivers it when the link heals, as TCP would).
+
+	recoverCatalog(t, c, n1, lost)
+	forceEveryShard(t, n1)
+	everyShardWritable(t, n1, time.Minute)
+	readStrong(t, n1, before, "before")
+	ctx := ctxT(t, 3*time.Minute)
+	if g, err := n1.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(gone), Consistency: kvv1.Consistency_CONSISTENCY_STRONG}); err != nil || g.GetFound() {
+		t.Fatalf("%s after the recovery on n1: found %v (%q), %v; n1 never stored it", gone, g.GetFound(), g.GetValue(), err)
+	}
+	after := keyPerShard(n1, "after/")
+	putAll(t, n1, after, "after", 30*time.Second)
+
+	// n2 comes back on its old data: refused, it stops.
+	c.Heal()
+	c.Restart(n2, nil)
+	poll.Until(t, time.Minute, "n2 stops on its given-up catalog replica", func() error {
+		select {
+		case <-n2.Srv.Fatal():
+			return nil
+		default:
+			return fmt.Errorf("n2 still running (ready: %v)", n2.Srv.Ready())
+		}
+	})
+	if err := n2.Srv.Ready(); err == nil || !strings.Contains(err.Error(), "given up by a quorum recovery") {
+		t.Fatalf("n2's fatal error: %v", err)
+	}
+	everyShardWritable(t, n1, time.Minute)
+	readStrong(t, n1, after, "after")
+	c.Stop(n2)
+
+	// Once more: n2 rebuilds its catalog replica and rejoins, with new
+	// replicas only.
+	c.Restart(n2, nil)
+	c.WaitSettled(2 * time.Minute)
+	m := c.Map()
+	for _, sh := range m.SortedShards() {
+		g := n2.Srv.Router().Local(sh)
+		if g == nil || g.Generation() != m.Generation(sh) || m.Generation(sh) != 1 {
+			t.Fatalf("n2's replica of %s: %v, map generation %d", sh, g, m.Generation(sh))
+		}
+	}
+	if n2.Srv.Catalog().Generation() != 1 {
+		t.Fatalf("n2's catalog replica is of generation %d, want 1", n2.Srv.Catalog().Generation())
+	}
+	for _, k := range after {
+		poll.Until(t, time.Minute, "n2 holds "+k, func() error { _, err := localValue(n2, k); return err })
+	}
+	if v, err := localValue(n2, gone); err == nil {
+		t.Fatalf("n2's new replica holds %s = %q from its old data", gone, v)
+	}
+	readStrong(t, n2, before, "before")
+}
