@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 )
 
 // Errors of this package. Errors of outgoing RPCs wrap the gRPC status too,
@@ -72,4 +74,15 @@ func fromStatus(op, target string, err error) error {
 		}
 	}
 	return fmt.Errorf("transport: %s to %s: %w", op, target, err)
+}
+
+// generationRefusal is the status of a refused request: FailedPrecondition
+// with the refusing replica's generation in a peerv1.GenerationRefusal.
+func generationRefusal(group string, local, sender uint64) error {
+	st := status.New(codes.FailedPrecondition, fmt.Sprintf("%v: the replica of %s here is of generation %d, the sender's of %d",
+		ErrGeneration, group, local, sender))
+	if d, err := st.WithDetails(&peerv1.GenerationRefusal{Generation: local}); err == nil {
+		st = d
+	}
+	return st.Err()
 }

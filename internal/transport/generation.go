@@ -2,9 +2,7 @@ package transport
 
 import (
 	"errors"
-	"fmt"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -87,17 +85,6 @@ func (g *groupTransport) stamp(h *peerv1.RaftHeader) *peerv1.RaftHeader {
 	}
 	h.Generation = g.gen.Load()
 	return h
-}
-
-// generationRefusal is the status of a refused request: FailedPrecondition
-// with the refusing replica's generation in a peerv1.GenerationRefusal.
-func generationRefusal(group string, local, sender uint64) error {
-	st := status.New(codes.FailedPrecondition, fmt.Sprintf("%v: the replica of %s here is of generation %d, the sender's of %d",
-		ErrGeneration, group, local, sender))
-	if d, err := st.WithDetails(&peerv1.GenerationRefusal{Generation: local}); err == nil {
-		st = d
-	}
-	return st.Err()
 }
 
 // refusingGeneration returns the generation of the replica that refused a
