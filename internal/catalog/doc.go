@@ -11,6 +11,13 @@
 // with the live, non-draining nodes, asks package placement for the next
 // make-before-break steps and executes them through the shard leaders.
 //
+// An operator recovers what the rebalancer cannot: a shard group that lost
+// its quorum (RecoverShard, recover.go; a dry run on any replica, a forced
+// recovery on the leader) and the catalog itself (Config.RecoverLost, at
+// Open). Each starts a new generation of the group (docs/adr/014); a
+// replica of the catalog that meets a newer generation than its own was
+// given up: it calls Deps.OnStale and is rebuilt at the next Open.
+//
 // Goroutines: Catalog owns its raft group and, while it leads, one
 // rebalancer goroutine; Close stops both. Watch channels are closed on every
 // map change and may be used from any goroutine.

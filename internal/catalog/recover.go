@@ -164,18 +164,21 @@ func (c *Catalog) RecoverShard(ctx context.Context, s placement.Shard, node stri
 		"commit_index", sv.Status.CommitIndex, "generation", rec.Generation)
 	// Raft first, then the map, as for StepRecover: the survivor refuses
 	// while its group has a leader, and repeating either half is harmless.
+	kind := placement.StepForceRecover.String()
 	if err := c.deps.Shards.RecoverAlone(ctx, s, survivor, rec.Lost, true, rec.Generation); err != nil {
+		c.m.steps.WithLabelValues(kind, "error").Inc()
 		return rec, fmt.Errorf("catalog: recover %s on %s: %w", s, node, err)
 	}
 	if err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
 		Shard: &peerv1.ShardRef{Keyspace: s.Keyspace, Shard: s.ID},
 		Kind:  int32(placement.StepForceRecover), NodeId: node, Generation: rec.Generation,
 	}}}); err != nil {
+		c.m.steps.WithLabelValues(kind, "error").Inc()
 		return rec, fmt.Errorf("catalog: %s went on alone, but the placement map was not updated (run the recovery again): %w", node, err)
 	}
 	m, _ := c.Map()
 	rec.Recovered, rec.Epoch = true, m.Epoch
-	c.m.steps.WithLabelValues(placement.StepForceRecover.String(), "ok").Inc()
+	c.m.steps.WithLabelValues(kind, "ok").Inc()
 	return rec, nil
 }
 

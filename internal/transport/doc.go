@@ -19,6 +19,14 @@
 //     normal while a replica is being created), a malformed one with
 //     codes.InvalidArgument, a request raft answered with an error with
 //     codes.Unknown. Nothing a peer sends makes this package panic.
+//   - Every request carries the generation of the sender's replica of the
+//     group (SetGeneration; docs/adr/014). One of another generation than
+//     the receiving replica's is refused with codes.FailedPrecondition and
+//     a peerv1.GenerationRefusal detail naming the receiver's (ErrGeneration
+//     on the sending side). When either end shows that a newer generation
+//     exists, the owner's OnNewerGeneration function is told; it may take
+//     the newer generation (a replica with no state) and the request is
+//     then served.
 //   - Heartbeats (AppendEntries without entries, previous entry or commit
 //     index) skip the consumer channel: they go to the handler raft set with
 //     SetHeartbeatHandler, on the gRPC handler's goroutine, as in
