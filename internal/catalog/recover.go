@@ -148,7 +148,8 @@ func (c *Catalog) RecoverShard(ctx context.Context, s placement.Shard, node stri
 		rec.Lost = append(rec.Lost, id)
 	}
 	slices.Sort(rec.Lost)
-	rec.Warnings = recoveryWarnings(rec, c)
+	leader, _ := c.Leader()
+	rec.Warnings = recoveryWarnings(rec, leader)
 	if !force {
 		return rec, nil
 	}
@@ -245,8 +246,9 @@ func nothingToRecover(s placement.Shard, rec Recovery, isAlive map[string]bool) 
 	return nil
 }
 
-// recoveryWarnings lists what the operator should consider before forcing.
-func recoveryWarnings(rec Recovery, c *Catalog) []string {
+// recoveryWarnings lists what the operator should consider before forcing;
+// catalogLeader is the catalog leader's id, if there is one.
+func recoveryWarnings(rec Recovery, catalogLeader string) []string {
 	var out []string
 	sv := rec.Survivor()
 	if !sv.Voter || !slices.Contains(sv.Status.Voters, rec.Node) {
@@ -264,7 +266,7 @@ func recoveryWarnings(rec Recovery, c *Catalog) []string {
 			out = append(out, fmt.Sprintf("%s is alive: its replica is given up too and deleted, and the site adds a new one", r.Node))
 		}
 	}
-	if id, _ := c.Leader(); id == "" {
+	if catalogLeader == "" {
 		out = append(out, "the site catalog has no leader: a forced recovery needs one; recover the catalog first (kvd --recover-catalog, docs/operations.md)")
 	}
 	return out
