@@ -216,7 +216,8 @@ func (c *Cluster) Kill(n *Node) {
 
 // Restart starts a stopped or killed node again on its data directory and
 // its addresses (raft configurations and gossip name them); mutate, if
-// set, changes its configuration first. n is updated in place.
+// set, changes its configuration for this start only. n is updated in
+// place.
 func (c *Cluster) Restart(n *Node, mutate func(*server.Config)) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -225,15 +226,16 @@ func (c *Cluster) Restart(n *Node, mutate func(*server.Config)) {
 		c.t.Fatalf("restart %s: it is running", n.ID)
 	}
 	c.mu.Unlock()
-	cfg := n.Cfg
-	cfg.ClientAddr, cfg.PeerAddr, cfg.GossipAddr, cfg.HTTPAddr = n.clientAddr, n.peerAddr, n.gossipAddr, "127.0.0.1:0"
+	base := n.Cfg
+	base.ClientAddr, base.PeerAddr, base.GossipAddr, base.HTTPAddr = n.clientAddr, n.peerAddr, n.gossipAddr, "127.0.0.1:0"
+	cfg := base
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	fresh := c.start(n.ID, cfg)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n.Cfg, n.Srv, n.KV, n.Admin, n.Peer, n.conns, n.down = fresh.Cfg, fresh.Srv, fresh.KV, fresh.Admin, fresh.Peer, fresh.conns, false
+	n.Cfg, n.Srv, n.KV, n.Admin, n.Peer, n.conns, n.down = base, fresh.Srv, fresh.KV, fresh.Admin, fresh.Peer, fresh.conns, false
 }
 
 // Endpoint returns n's endpoint in Net.
