@@ -389,3 +389,111 @@ func TestLostVoterReturnsAfterForcedRecovery(t *testing.T) {
 	}
 	readStrong(t, n2, before, "before")
 }
+
+// TestRecoverShardWhileTheCatalogKeepsItsQuorum: in a site of five, the
+// two nodes holding a shard's replicas besides one catalog voter are lost
+// for good; the catalog keeps its quorum. That shard, and every other
+// shard the two nodes held together, is recovered through a node that does
+// not lead the catalog (it forwards the forced recoveries to the leader);
+// the site then grows them back to three replicas on the live nodes, with
+// the write acknowledged before the loss; the other shards keep their
+// generation.
+func TestRecoverShardWhileTheCatalogKeepsItsQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	c := New(t, 5, nil)
+	catVoters, err := c.Node("n1").Srv.Catalog().Voters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shard not held by the catalog voters alone: its survivor is a
+	// catalog voter, and at most one catalog voter is lost with the others.
+	m := c.Map()
+	var sh placement.Shard
+	var survivor string
+	var lostNodes []string
+	for _, s := range m.SortedShards() {
+		var held, onVoters []string
+		for _, r := range m.Shards[s] {
+			held = append(held, string(r.Node))
+			if slices.Contains(catVoters, string(r.Node)) {
+				onVoters = append(onVoters, string(r.Node))
+			}
+		}
+		if len(held) == 3 && len(onVoters) < 3 {
+			sh, survivor = s, onVoters[0]
+			lostNodes = slices.DeleteFunc(held, func(n string) bool { return n == survivor })
+			break
+		}
+	}
+	if survivor == "" {
+		t.Fatalf("no shard of %v outside the catalog voters %v", m.Shards, catVoters)
+	}
+	leader, _ := c.Node(survivor).Srv.Catalog().Leader()
+	var entry *Node
+	for _, n := range c.Live() {
+		if n.ID != leader && !slices.Contains(lostNodes, n.ID) {
+			entry = n
+			break
+		}
+	}
+	t.Logf("shard %s: survivor %s, lost %v, catalog voters %v led by %s, asking %s", sh, survivor, lostNodes, catVoters, leader, entry.ID)
+	var key string
+	for i := 0; key == ""; i++ {
+		if s, _ := entry.Srv.Router().Shard("default", []byte(fmt.Sprint("kept/", i))); s == sh {
+			key = fmt.Sprint("kept/", i)
+		}
+	}
+	putAll(t, entry, map[uint32]string{sh.ID: key}, "kept", 30*time.Second)
+	poll.Until(t, 30*time.Second, survivor+" holds "+key, func() error { _, err := localValue(c.Node(survivor), key); return err })
+	for _, id := range lostNodes {
+		c.Kill(c.Node(id))
+	}
+
+	// Every shard whose replicas included both lost nodes lost its quorum:
+	// each is recovered on its remaining replica.
+	var live []placement.NodeID
+	for _, n := range c.Live() {
+		live = append(live, placement.NodeID(n.ID))
+	}
+	lostShards := m.LostQuorum(live)
+	if !slices.Contains(lostShards, sh) {
+		t.Fatalf("shards that lost their quorum: %v, not %s", lostShards, sh)
+	}
+	t.Logf("shards that lost their quorum: %v", lostShards)
+	for _, s := range lostShards {
+		rest := ""
+		for _, r := range m.Shards[s] {
+			if !slices.Contains(lostNodes, string(r.Node)) {
+				rest = string(r.Node)
+			}
+		}
+		poll.Every(200*time.Millisecond).Until(t, time.Minute, "a dry run of the recovery of "+s.String(), func() error {
+			_, err := recoverShard(entry, s.ID, rest, false)
+			return err
+		})
+		resp, err := recoverShard(entry, s.ID, rest, true)
+		if err != nil {
+			t.Fatalf("forced recovery of %s on %s through %s: %v", s, rest, entry.ID, err)
+		}
+		if !resp.GetRecovered() || resp.GetGeneration() != 1 || strings.Join(resp.GetLost(), ",") != strings.Join(lostNodes, ",") {
+			t.Fatalf("forced recovery of %s: %+v", s, resp)
+		}
+	}
+	readStrong(t, entry, map[uint32]string{sh.ID: key}, "kept")
+	everyShardWritable(t, entry, time.Minute)
+	c.WaitSettled(2 * time.Minute)
+	m = c.Map()
+	if len(m.Shards[sh]) != 3 || m.Generation(sh) != 1 {
+		t.Fatalf("shard %s after the recovery: %v, generation %d", sh, m.Shards[sh], m.Generation(sh))
+	}
+	for _, s := range m.SortedShards() {
+		if want := map[bool]uint64{true: 1}[slices.Contains(lostShards, s)]; m.Generation(s) != want {
+			t.Errorf("shard %s is of generation %d, want %d", s, m.Generation(s), want)
+		}
+	}
+	for _, r := range m.Shards[sh] {
+		poll.Until(t, time.Minute, string(r.Node)+" holds "+key, func() error { _, err := localValue(c.Node(string(r.Node)), key); return err })
+	}
+}
