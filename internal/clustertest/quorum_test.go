@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,17 @@ func localValue(n *Node, key string) (string, error) {
 		return "", fmt.Errorf("%s's replica of %s does not hold %q", n.ID, sh, key)
 	}
 	return val, nil
+}
+
+// lose kills nodes at the same moment (a kill takes a while to finish,
+// but a node stops answering as it begins; the site must not re-replicate
+// around the first before the next is gone).
+func lose(c *Cluster, nodes ...*Node) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() { c.Kill(n) })
+	}
+	wg.Wait()
 }
 
 // kvctl runs kvctl against n and returns its exit code and output.
@@ -172,8 +184,7 @@ func TestRecoverAfterLosingTwoOfThree(t *testing.T) {
 	if len(lost) != 2 {
 		t.Fatalf("catalog voters besides n1: %v, want two", lost)
 	}
-	c.Kill(c.Node("n2"))
-	c.Kill(c.Node("n3"))
+	lose(c, c.Node("n2"), c.Node("n3"))
 
 	// Nothing is writable.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -447,9 +458,7 @@ func TestRecoverShardWhileTheCatalogKeepsItsQuorum(t *testing.T) {
 	}
 	putAll(t, entry, map[uint32]string{sh.ID: key}, "kept", 30*time.Second)
 	poll.Until(t, 30*time.Second, survivor+" holds "+key, func() error { _, err := localValue(c.Node(survivor), key); return err })
-	for _, id := range lostNodes {
-		c.Kill(c.Node(id))
-	}
+	lose(c, c.Node(lostNodes[0]), c.Node(lostNodes[1]))
 
 	// Every shard whose replicas included both lost nodes lost its quorum:
 	// each is recovered on its remaining replica.
@@ -463,9 +472,11 @@ func TestRecoverShardWhileTheCatalogKeepsItsQuorum(t *testing.T) {
 	}
 	t.Logf("shards that lost their quorum: %v", lostShards)
 	for _, s := range lostShards {
+		// The remaining voter (a learner may have been added on a live
+		// node while only one of the two was dead: it is given up too).
 		rest := ""
 		for _, r := range m.Shards[s] {
-			if !slices.Contains(lostNodes, string(r.Node)) {
+			if r.Voter && !slices.Contains(lostNodes, string(r.Node)) {
 				rest = string(r.Node)
 			}
 		}
@@ -477,7 +488,8 @@ func TestRecoverShardWhileTheCatalogKeepsItsQuorum(t *testing.T) {
 		if err != nil {
 			t.Fatalf("forced recovery of %s on %s through %s: %v", s, rest, entry.ID, err)
 		}
-		if !resp.GetRecovered() || resp.GetGeneration() != 1 || strings.Join(resp.GetLost(), ",") != strings.Join(lostNodes, ",") {
+		if !resp.GetRecovered() || resp.GetGeneration() != 1 || slices.Contains(resp.GetLost(), rest) ||
+			!slices.Contains(resp.GetLost(), lostNodes[0]) || !slices.Contains(resp.GetLost(), lostNodes[1]) {
 			t.Fatalf("forced recovery of %s: %+v", s, resp)
 		}
 	}
