@@ -19,6 +19,11 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, maxHLC *uint64) (Result, err
 		c := op.Collect
 		next, removed, err := s.Collect(c.CutoffHlc, c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))
 		return Result{Next: next, Removed: removed}, err
+	case *peerv1.Command_Close:
+		if op.Close.Hlc > *maxHLC {
+			*maxHLC = op.Close.Hlc
+		}
+		return Result{}, nil
 	case *peerv1.Command_DigestCheck:
 		// Nothing to write: ApplyBatch hands the state as of this entry
 		// to the Digest hook.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -90,6 +91,11 @@ type Group struct {
 	verifier   verifier
 	checks     checker // replica consistency checks (digest.go)
 
+	// closeWant is the highest HLC a read asked this replica, as leader,
+	// to close (AdvanceClosed); closeKick wakes closeLoop.
+	closeWant atomic.Uint64
+	closeKick chan struct{}
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -110,6 +116,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		log:   deps.Logger.With("shard", id.String()),
 		label: id.String(),
 		stop:  make(chan struct{}),
+
+		closeKick: make(chan struct{}, 1),
 	}
 	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored})
 	if err != nil {
@@ -182,6 +190,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		g.wg.Add(1)
 		go g.gcLoop()
 	}
+	g.wg.Add(1)
+	go g.closeLoop()
 	g.startChecks()
 	return g, nil
 }
@@ -459,6 +469,60 @@ func (g *Group) Status() Status {
 	}
 	st.FirstLogIndex, _ = g.deps.LogDB.RaftStore(g.id.String()).FirstIndex()
 	return st
+}
+
+// AdvanceClosed asks this replica, if it leads, to propose a Close command
+// raising the shard's newest HLC to at least hlc (closed timestamps,
+// docs/adr/014-cross-session-causality.md). It does not wait: requests
+// coalesce, and one Close at a time is in flight.
+func (g *Group) AdvanceClosed(hlc uint64) {
+	for {
+		cur := g.closeWant.Load()
+		if cur >= hlc || g.closeWant.CompareAndSwap(cur, hlc) {
+			break
+		}
+	}
+	select {
+	case g.closeKick <- struct{}{}:
+	default:
+	}
+}
+
+// closeLoop proposes the Close commands AdvanceClosed asks for while this
+// replica leads, one at a time, each covering every request made before
+// it was proposed.
+func (g *Group) closeLoop() {
+	defer g.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-g.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.closeKick:
+		}
+		want := g.closeWant.Load()
+		if _, applied, _ := g.fsm.Applied(); applied >= want || !g.IsLeader() {
+			continue
+		}
+		// The Close must not lie below what the leader may still stamp:
+		// its clock observes the request, and the FSM keeps the maximum.
+		g.deps.Clock.Observe(want)
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Close{Close: &peerv1.Close{Hlc: g.deps.Clock.Now()}}})
+		pcancel()
+		g.deps.Metrics.observeClose(err == nil)
+		if err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrStopped) && ctx.Err() == nil {
+			g.log.Debug("close proposal failed", "err", err)
+		}
+	}
 }
 
 // gcLoop proposes garbage-collection passes while this replica leads.

@@ -87,6 +87,7 @@ type Command struct {
 	//	*Command_Write
 	//	*Command_Collect
 	//	*Command_DigestCheck
+	//	*Command_Close
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -163,6 +164,15 @@ func (x *Command) GetDigestCheck() *DigestCheck {
 	return nil
 }
 
+func (x *Command) GetClose() *Close {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Close); ok {
+			return x.Close
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -179,11 +189,17 @@ type Command_DigestCheck struct {
 	DigestCheck *DigestCheck `protobuf:"bytes,4,opt,name=digest_check,json=digestCheck,proto3,oneof"`
 }
 
+type Command_Close struct {
+	Close *Close `protobuf:"bytes,5,opt,name=close,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Op() {}
 
 func (*Command_Collect) isCommand_Op() {}
 
 func (*Command_DigestCheck) isCommand_Op() {}
+
+func (*Command_Close) isCommand_Op() {}
 
 // Write creates one new version of a key (a value or a tombstone).
 type Write struct {
@@ -460,16 +476,68 @@ func (*DigestCheck) Descriptor() ([]byte, []int) {
 	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
 }
 
+// Close raises the shard's newest HLC to at least hlc without writing a
+// version: every write applied after it gets a larger version. A replica
+// that applied it has therefore applied every write of the shard with an
+// HLC up to hlc, so it can serve reads whose floor is at most hlc
+// (closed timestamps, docs/adr/014-cross-session-causality.md). Shard
+// leaders propose it when a read needs a floor above the shard's newest
+// version.
+type Close struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hlc           uint64                 `protobuf:"varint,1,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Close) Reset() {
+	*x = Close{}
+	mi := &file_peer_v1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Close) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Close) ProtoMessage() {}
+
+func (x *Close) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Close.ProtoReflect.Descriptor instead.
+func (*Close) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Close) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
 var File_peer_v1_command_proto protoreflect.FileDescriptor
 
 const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xd3\x01\n" +
+	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\x84\x02\n" +
 	"\aCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12/\n" +
 	"\x05write\x18\x02 \x01(\v2\x17.causeway.peer.v1.WriteH\x00R\x05write\x125\n" +
 	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollect\x12B\n" +
-	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheckB\x04\n" +
+	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheck\x12/\n" +
+	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05closeB\x04\n" +
 	"\x02op\"\xdd\x01\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -494,7 +562,9 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x12request_cutoff_hlc\x18\x02 \x01(\x04R\x10requestCutoffHlc\x12\x1b\n" +
 	"\tstart_key\x18\x03 \x01(\fR\bstartKey\x12\x19\n" +
 	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\"\r\n" +
-	"\vDigestCheckB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\vDigestCheck\"\x19\n" +
+	"\x05Close\x12\x10\n" +
+	"\x03hlc\x18\x01 \x01(\x04R\x03hlcB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_command_proto_rawDescOnce sync.Once
@@ -509,7 +579,7 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_peer_v1_command_proto_goTypes = []any{
 	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
 	(*Command)(nil),     // 1: causeway.peer.v1.Command
@@ -517,18 +587,20 @@ var file_peer_v1_command_proto_goTypes = []any{
 	(*Condition)(nil),   // 3: causeway.peer.v1.Condition
 	(*Collect)(nil),     // 4: causeway.peer.v1.Collect
 	(*DigestCheck)(nil), // 5: causeway.peer.v1.DigestCheck
+	(*Close)(nil),       // 6: causeway.peer.v1.Close
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
 	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
 	4, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
 	5, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
-	3, // 3: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	0, // 4: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
+	3, // 4: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	0, // 5: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -540,6 +612,7 @@ func file_peer_v1_command_proto_init() {
 		(*Command_Write)(nil),
 		(*Command_Collect)(nil),
 		(*Command_DigestCheck)(nil),
+		(*Command_Close)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -547,7 +620,7 @@ func file_peer_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
