@@ -73,4 +73,3 @@ func casStatus(res fsm.Result) error {
 	}
 	return st.Err()
 }
-
