@@ -17,6 +17,7 @@ BITES=(
   "wal-sync|./internal/server|^TestCrashImages\$"
   "wal-sync|./internal/wal|^TestCrashImagesKeepAcknowledgedEntries\$"
   "snapshot-sync|./internal/server|^TestCrashImages\$"
+  "causal-floor|./internal/clustertest|^TestCrossSessionCausality\$"
 )
 
 want=("$@")
