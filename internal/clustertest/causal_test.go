@@ -42,7 +42,7 @@ func keysOnDifferentShards(t *testing.T, c *Cluster, rng *rand.Rand) (x, y []byt
 // y=i depends on x=i, so the second read must return x >= i although the
 // reader never saw x=i. Per-session floors cannot give this (the reader
 // holds no floor for x); the session's MaxHLC as a floor on every shard
-// does (docs/adr/014-cross-session-causality.md). With that floor turned
+// does (docs/adr/015-cross-session-causality.md). With that floor turned
 // off (guards.CausalFloor), the lagging follower serves an older x and the
 // test fails.
 func TestCrossSessionCausality(t *testing.T) {

@@ -158,7 +158,7 @@ func retryBefore(ctx context.Context, deadline time.Time) bool {
 // most MaxHLC (a write's HLC exceeds everything its writer had seen), so
 // a replica that applied MaxHLC holds all of the shard's part of that
 // past. That is what carries causality across sessions
-// (docs/adr/014-cross-session-causality.md).
+// (docs/adr/015-cross-session-causality.md).
 func (r *Router) readFloor(c *Call, sh placement.Shard, key []byte, scanStart, scanEnd []byte) (uint64, bool) {
 	var floor uint64
 	var fallback bool

@@ -473,7 +473,7 @@ func (g *Group) Status() Status {
 
 // AdvanceClosed asks this replica, if it leads, to propose a Close command
 // raising the shard's newest HLC to at least hlc (closed timestamps,
-// docs/adr/014-cross-session-causality.md). It does not wait: requests
+// docs/adr/015-cross-session-causality.md). It does not wait: requests
 // coalesce, and one Close at a time is in flight.
 func (g *Group) AdvanceClosed(hlc uint64) {
 	for {
