@@ -178,7 +178,7 @@ func TestDecodeFormat1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := s.Floor("default", []byte("a")); !ok || v != (Version{10, "s1"}) || s.MaxHLC != 30 || s.Fallback != 0 {
+	if v, ok := s.Floor("default", []byte("a")); !ok || v != (Version{10, "s1"}) || s.MaxHLC != 30 || s.Fallback("") != 0 {
 		t.Fatalf("decoded %+v", s)
 	}
 	if hlc, fb := s.ReadFloor("default", []byte("a"), 3); hlc != 10 || fb {

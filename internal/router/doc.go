@@ -7,7 +7,7 @@
 //     across leadership changes until Config.LeaderWait;
 //   - STRONG reads run on the leader after a read barrier;
 //   - CAUSAL reads run on any replica that has applied the session's read
-//     floor (causal.Session.ReadFloor raised to the session's MaxHLC, see
+//     floor (causal.Session.ReadFloors, with this site's floor raised to the session's MaxHLC, see
 //     docs/adr/015-cross-session-causality.md), waiting up to
 //     Config.FollowerWait on a follower before handing the read to the
 //     leader.

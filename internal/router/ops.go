@@ -202,14 +202,14 @@ func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr 
 	} else {
 		// The replica must have applied the shard's floor and the floors of
 		// the keys of this shard inside the range.
-		floor, fallback := r.readFloor(c, sh, nil, sr.Start, sr.End)
-		if local := r.Local(sh); floor > 0 && (local == nil || local.Corrupt()) {
+		floors := r.readFloors(c, sh, nil, sr.Start, sr.End)
+		if local := r.Local(sh); len(floors) > 0 && (local == nil || local.Corrupt()) {
 			// A shard scan on another node carries no floor: read it on
 			// the leader after a read barrier, which is at least as new.
 			strong = true
 			g, addr, err = r.strongTarget(ctx, sh)
 		} else {
-			g, addr, err = r.causalTarget(ctx, sh, floor, fallback)
+			g, addr, err = r.causalTarget(ctx, sh, floors)
 		}
 	}
 	if err != nil {

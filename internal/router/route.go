@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -148,32 +150,62 @@ func retryBefore(ctx context.Context, deadline time.Time) bool {
 	}
 }
 
-// readFloor returns the HLC a replica of sh must have applied before it
-// serves c's read of key (nil key: a scan of [start, end)), and whether
-// the floor may lie above the shard's newest version (see causalTarget).
+// readFloors returns the floors a replica of sh must have applied before
+// it serves c's read of key (nil key: a scan of [scanStart, scanEnd)), at
+// most one per origin, with origin "" for this site's own writes.
 //
-// Besides the floors the session holds for the key and the shard, the
-// floor is raised to the session's MaxHLC: every version in the causal
-// past of anything the session saw, whoever wrote it, has an HLC of at
-// most MaxHLC (a write's HLC exceeds everything its writer had seen), so
-// a replica that applied MaxHLC holds all of the shard's part of that
-// past. That is what carries causality across sessions
-// (docs/adr/015-cross-session-causality.md).
-func (r *Router) readFloor(c *Call, sh placement.Shard, key []byte, scanStart, scanEnd []byte) (uint64, bool) {
-	var floor uint64
-	var fallback bool
+// Besides the floors the session holds for the key and the shard, this
+// site's floor is raised to the session's MaxHLC: every version in the
+// causal past of anything the session saw, whoever wrote it, has an HLC
+// of at most MaxHLC (a write's HLC exceeds everything its writer had
+// seen), so a replica that applied MaxHLC of this site's writes holds all
+// of the shard's part of that past written here. That is what carries
+// causality across sessions (docs/adr/015-cross-session-causality.md).
+// MaxHLC is a fallback floor: the shard's newest version can be older.
+func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, scanEnd []byte) []causal.Floor {
+	var buf [4]causal.Floor
+	var fs []causal.Floor
 	if key != nil {
-		floor, fallback = c.Session.ReadFloor(c.Keyspace, key, sh.ID)
+		fs = c.Session.ReadFloors(buf[:0], c.Keyspace, key, sh.ID)
 	} else {
-		floor, fallback = c.Session.ShardReadFloor(c.Keyspace, sh.ID, scanStart, scanEnd, func(k []byte) uint32 {
+		fs = c.Session.ShardReadFloors(buf[:0], c.Keyspace, sh.ID, scanStart, scanEnd, func(k []byte) uint32 {
 			ks, _ := r.Shard(c.Keyspace, k)
 			return ks.ID
 		})
 	}
-	if c.Session.MaxHLC > floor && !guards.Off(guards.CausalFloor) {
-		return c.Session.MaxHLC, true
+	out := fs[:0:0]
+	local := causal.Floor{}
+	for _, f := range fs {
+		if f.Origin == "" || f.Origin == r.cfg.Site {
+			if f.HLC > local.HLC {
+				local = causal.Floor{HLC: f.HLC, Fallback: f.Fallback}
+			}
+			continue
+		}
+		out = append(out, f)
 	}
-	return floor, fallback
+	if c.Session.MaxHLC > local.HLC && !guards.Off(guards.CausalFloor) {
+		local = causal.Floor{HLC: c.Session.MaxHLC, Fallback: true}
+	}
+	if local.HLC > 0 {
+		out = append(out, local)
+	}
+	return out
+}
+
+// applied reports whether g has applied f, without waiting.
+func applied(ctx context.Context, g *shard.Group, f causal.Floor) bool {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	return waitFloor(done, g, f) == nil
+}
+
+// waitFloor waits until g has applied f.
+func waitFloor(ctx context.Context, g *shard.Group, f causal.Floor) error {
+	if f.Origin == "" {
+		return g.WaitHLC(ctx, f.HLC)
+	}
+	return g.WaitOrigin(ctx, f.Origin, f.HLC)
 }
 
 // readTarget decides where a read of key is served: STRONG on the leader;
@@ -187,8 +219,7 @@ func (r *Router) readTarget(ctx context.Context, c *Call, sh placement.Shard, ke
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", ErrRoutingLoop
 	}
-	floor, fallback := r.readFloor(c, sh, key, nil, nil)
-	return r.causalTarget(ctx, sh, floor, fallback)
+	return r.causalTarget(ctx, sh, r.readFloors(c, sh, key, nil, nil))
 }
 
 // strongTarget returns the leader of sh, here after a read barrier, or
@@ -207,19 +238,21 @@ func (r *Router) strongTarget(ctx context.Context, sh placement.Shard) (*shard.G
 	}
 }
 
-// causalTarget serves a CAUSAL read that needs the replica to have applied
-// floorHLC (zero: no floor).
+// causalTarget serves a CAUSAL read that needs the replica to have
+// applied floors (see readFloors).
 //
 // A fallback floor may lie above the shard's newest version (a session's
-// MaxHLC, or its Fallback): a follower that has not applied it hands the
+// MaxHLC, or a fallback): a follower that has not applied it hands the
 // read to the leader at once, and the leader serves it after a read
 // barrier, which makes it current with every committed write, and asks
-// its group to close the floor (shard.Group.AdvanceClosed), so that the
-// followers serve the next such reads themselves.
+// its group to close this site's floor (shard.Group.AdvanceClosed), so
+// that the followers serve the next such reads themselves. Other floors
+// are versions the shard holds: a follower waits up to FollowerWait for
+// them, then hands the read to the leader, which waits up to CausalWait.
 //
 // A replica that failed a consistency check hands the read to another
 // replica, once: a read forwarded to it fails with shard.ErrCorrupt.
-func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floorHLC uint64, fallback bool) (*shard.Group, string, error) {
+func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []causal.Floor) (*shard.Group, string, error) {
 	g := r.Local(sh)
 	if g != nil && g.Corrupt() {
 		if hopsIn(ctx) > 0 {
@@ -237,7 +270,15 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floorHLC 
 		r.metrics.forwarded.Inc()
 		return nil, reps[rand.IntN(len(reps))].PeerAddr, nil
 	}
-	if floorHLC == 0 || appliedHLC(ctx, g, floorHLC) {
+	missing := floors[:0:0]
+	fallback := false
+	for _, f := range floors {
+		if !applied(ctx, g, f) {
+			missing = append(missing, f)
+			fallback = fallback || f.Fallback
+		}
+	}
+	if len(missing) == 0 {
 		r.metrics.localRead(g.IsLeader())
 		return g, "", nil
 	}
@@ -247,7 +288,11 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floorHLC 
 			if err := g.ReadBarrier(ctx); err != nil {
 				return nil, "", err
 			}
-			g.AdvanceClosed(floorHLC)
+			for _, f := range missing {
+				if f.Fallback && f.Origin == "" {
+					g.AdvanceClosed(f.HLC)
+				}
+			}
 			r.metrics.localRead(true)
 			return g, "", nil
 		case g.LeaderAddr() != "":
@@ -266,7 +311,12 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floorHLC 
 			wait = r.cfg.FollowerWait
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		err := g.WaitHLC(wctx, floorHLC)
+		var err error
+		for _, f := range missing {
+			if err = waitFloor(wctx, g, f); err != nil {
+				break
+			}
+		}
 		cancel()
 		switch {
 		case err == nil:
@@ -284,13 +334,22 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floorHLC 
 			continue
 		}
 		r.metrics.floorWaitSec.WithLabelValues("timeout").Observe(time.Since(start).Seconds())
-		return nil, "", fmt.Errorf("%w: %s needs HLC %d", ErrCausalWait, sh, floorHLC)
+		return nil, "", fmt.Errorf("%w: %s needs %s", ErrCausalWait, sh, floorString(missing))
 	}
 }
 
-// appliedHLC reports whether g has already applied hlc, without waiting.
-func appliedHLC(ctx context.Context, g *shard.Group, hlc uint64) bool {
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	return g.WaitHLC(done, hlc) == nil
+// floorString renders floors for an error message.
+func floorString(fs []causal.Floor) string {
+	var b strings.Builder
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		origin := f.Origin
+		if origin == "" {
+			origin = "this site"
+		}
+		fmt.Fprintf(&b, "HLC %d of %s", f.HLC, origin)
+	}
+	return b.String()
 }

@@ -291,7 +291,7 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	resp = &kvv1.ScanResponse{Items: make([]*kvv1.KeyValue, len(all))}
 	for i, r := range all {
 		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: router.VersionPB(r.Version)}
-		c.Observed.ObserveShardHLC(c.Keyspace, r.shard, r.Version.HLC)
+		c.Observed.ObserveShardVersion(c.Keyspace, r.shard, r.Version)
 	}
 	if more && len(all) > 0 {
 		resp.Continuation = EncodeContinuation(all[len(all)-1].Key)

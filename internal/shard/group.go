@@ -405,6 +405,26 @@ func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
 	}
 }
 
+// WaitOrigin waits until this replica has applied every write of origin
+// (another site) up to hlc: its progress for that origin reached hlc.
+func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error {
+	if guards.Off(guards.FloorWait) {
+		return nil // test-only: a lagging replica serves reads below the floor
+	}
+	for {
+		p, ch := g.fsm.Progress(origin)
+		if p.HLC >= hlc {
+			return nil
+		}
+		if err := g.waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// Origins returns the progress of every other site's writes to the shard.
+func (g *Group) Origins() map[string]storage.Progress { return g.fsm.Origins() }
+
 func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
 	select {
 	case <-ch:
@@ -556,6 +576,23 @@ func (g *Group) gcLoop() {
 	}
 }
 
+// frontier bounds what garbage collection may remove: nil when no other
+// site replicated writes to the shard, else the lowest progress of those
+// origins, below which none of them can still deliver a write. (The
+// cluster-wide frontier, what every site of the keyspace applied, lowers
+// it further once sites exchange their progress.)
+func (g *Group) frontier() *uint64 {
+	origins := g.fsm.Origins()
+	if len(origins) == 0 {
+		return nil
+	}
+	low := ^uint64(0)
+	for _, p := range origins {
+		low = min(low, p.HLC)
+	}
+	return &low
+}
+
 // Collect runs one full garbage-collection pass over the shard.
 func (g *Group) Collect(ctx context.Context) error {
 	wall, _ := causal.SplitHLC(g.deps.Clock.Now())
@@ -574,6 +611,7 @@ func (g *Group) Collect(ctx context.Context) error {
 			RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
 			StartKey:         next,
 			MaxKeys:          g.cfg.GCBatchKeys,
+			FrontierHlc:      g.frontier(),
 		}}})
 		if err != nil {
 			return err

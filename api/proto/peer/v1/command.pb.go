@@ -88,6 +88,7 @@ type Command struct {
 	//	*Command_Collect
 	//	*Command_DigestCheck
 	//	*Command_Close
+	//	*Command_Replicate
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -173,6 +174,15 @@ func (x *Command) GetClose() *Close {
 	return nil
 }
 
+func (x *Command) GetReplicate() *Replicate {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Replicate); ok {
+			return x.Replicate
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -193,6 +203,10 @@ type Command_Close struct {
 	Close *Close `protobuf:"bytes,5,opt,name=close,proto3,oneof"`
 }
 
+type Command_Replicate struct {
+	Replicate *Replicate `protobuf:"bytes,6,opt,name=replicate,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Op() {}
 
 func (*Command_Collect) isCommand_Op() {}
@@ -200,6 +214,8 @@ func (*Command_Collect) isCommand_Op() {}
 func (*Command_DigestCheck) isCommand_Op() {}
 
 func (*Command_Close) isCommand_Op() {}
+
+func (*Command_Replicate) isCommand_Op() {}
 
 // Write creates one new version of a key (a value or a tombstone).
 type Write struct {
@@ -374,8 +390,12 @@ type Collect struct {
 	RequestCutoffHlc uint64                 `protobuf:"varint,2,opt,name=request_cutoff_hlc,json=requestCutoffHlc,proto3" json:"request_cutoff_hlc,omitempty"`
 	StartKey         []byte                 `protobuf:"bytes,3,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
 	MaxKeys          uint32                 `protobuf:"varint,4,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// If set, cutoff_hlc is lowered to it: the shard's global frontier (no
+	// origin can still deliver a write at or below it), so a late write
+	// from another site never meets a collected tombstone.
+	FrontierHlc   *uint64 `protobuf:"varint,5,opt,name=frontier_hlc,json=frontierHlc,proto3,oneof" json:"frontier_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Collect) Reset() {
@@ -432,6 +452,13 @@ func (x *Collect) GetStartKey() []byte {
 func (x *Collect) GetMaxKeys() uint32 {
 	if x != nil {
 		return x.MaxKeys
+	}
+	return 0
+}
+
+func (x *Collect) GetFrontierHlc() uint64 {
+	if x != nil && x.FrontierHlc != nil {
+		return *x.FrontierHlc
 	}
 	return 0
 }
@@ -527,17 +554,177 @@ func (x *Close) GetHlc() uint64 {
 	return 0
 }
 
+// Replicate applies writes made at another site (the origin) to this
+// shard, in the origin's order: each keeps its origin version (hlc,
+// origin) and is applied by last-writer-wins (a write older than the key's
+// newest version goes into the key's history). The state machine keeps,
+// per origin, the last sequence number and the highest HLC applied: it
+// skips writes it already applied, and refuses the whole command when a
+// write would leave a gap (fsm.ErrSeqGap) or is malformed
+// (fsm.ErrBadReplicate).
+type Replicate struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Origin string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	// Consecutive sequence numbers, with growing HLCs.
+	Writes []*RemoteWrite `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	// If not zero: the origin wrote nothing to this shard after sequence
+	// number closed_seq with an HLC at or below closed_hlc (a closed
+	// timestamp), so the origin's progress advances to it once every write
+	// up to closed_seq is applied.
+	ClosedHlc     uint64 `protobuf:"varint,3,opt,name=closed_hlc,json=closedHlc,proto3" json:"closed_hlc,omitempty"`
+	ClosedSeq     uint64 `protobuf:"varint,4,opt,name=closed_seq,json=closedSeq,proto3" json:"closed_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replicate) Reset() {
+	*x = Replicate{}
+	mi := &file_peer_v1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replicate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replicate) ProtoMessage() {}
+
+func (x *Replicate) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replicate.ProtoReflect.Descriptor instead.
+func (*Replicate) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Replicate) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Replicate) GetWrites() []*RemoteWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *Replicate) GetClosedHlc() uint64 {
+	if x != nil {
+		return x.ClosedHlc
+	}
+	return 0
+}
+
+func (x *Replicate) GetClosedSeq() uint64 {
+	if x != nil {
+		return x.ClosedSeq
+	}
+	return 0
+}
+
+type RemoteWrite struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value     []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Tombstone bool                   `protobuf:"varint,3,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	// The origin's version.
+	Hlc uint64 `protobuf:"varint,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The origin's sequence number of this write in this shard, from 1.
+	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteWrite) Reset() {
+	*x = RemoteWrite{}
+	mi := &file_peer_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteWrite) ProtoMessage() {}
+
+func (x *RemoteWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteWrite.ProtoReflect.Descriptor instead.
+func (*RemoteWrite) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RemoteWrite) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RemoteWrite) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *RemoteWrite) GetTombstone() bool {
+	if x != nil {
+		return x.Tombstone
+	}
+	return false
+}
+
+func (x *RemoteWrite) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+func (x *RemoteWrite) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_peer_v1_command_proto protoreflect.FileDescriptor
 
 const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\x84\x02\n" +
+	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xc1\x02\n" +
 	"\aCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12/\n" +
 	"\x05write\x18\x02 \x01(\v2\x17.causeway.peer.v1.WriteH\x00R\x05write\x125\n" +
 	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollect\x12B\n" +
 	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheck\x12/\n" +
-	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05closeB\x04\n" +
+	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05close\x12;\n" +
+	"\treplicate\x18\x06 \x01(\v2\x1b.causeway.peer.v1.ReplicateH\x00R\treplicateB\x04\n" +
 	"\x02op\"\xdd\x01\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -555,16 +742,31 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_VERSION\x10\x01\x12\x0f\n" +
-	"\vKIND_ABSENT\x10\x02\"\x8e\x01\n" +
+	"\vKIND_ABSENT\x10\x02\"\xc7\x01\n" +
 	"\aCollect\x12\x1d\n" +
 	"\n" +
 	"cutoff_hlc\x18\x01 \x01(\x04R\tcutoffHlc\x12,\n" +
 	"\x12request_cutoff_hlc\x18\x02 \x01(\x04R\x10requestCutoffHlc\x12\x1b\n" +
 	"\tstart_key\x18\x03 \x01(\fR\bstartKey\x12\x19\n" +
-	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\"\r\n" +
+	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\x12&\n" +
+	"\ffrontier_hlc\x18\x05 \x01(\x04H\x00R\vfrontierHlc\x88\x01\x01B\x0f\n" +
+	"\r_frontier_hlc\"\r\n" +
 	"\vDigestCheck\"\x19\n" +
 	"\x05Close\x12\x10\n" +
-	"\x03hlc\x18\x01 \x01(\x04R\x03hlcB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\x03hlc\x18\x01 \x01(\x04R\x03hlc\"\x98\x01\n" +
+	"\tReplicate\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x125\n" +
+	"\x06writes\x18\x02 \x03(\v2\x1d.causeway.peer.v1.RemoteWriteR\x06writes\x12\x1d\n" +
+	"\n" +
+	"closed_hlc\x18\x03 \x01(\x04R\tclosedHlc\x12\x1d\n" +
+	"\n" +
+	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\"w\n" +
+	"\vRemoteWrite\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
+	"\ttombstone\x18\x03 \x01(\bR\ttombstone\x12\x10\n" +
+	"\x03hlc\x18\x04 \x01(\x04R\x03hlc\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seqB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_command_proto_rawDescOnce sync.Once
@@ -579,7 +781,7 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_peer_v1_command_proto_goTypes = []any{
 	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
 	(*Command)(nil),     // 1: causeway.peer.v1.Command
@@ -588,19 +790,23 @@ var file_peer_v1_command_proto_goTypes = []any{
 	(*Collect)(nil),     // 4: causeway.peer.v1.Collect
 	(*DigestCheck)(nil), // 5: causeway.peer.v1.DigestCheck
 	(*Close)(nil),       // 6: causeway.peer.v1.Close
+	(*Replicate)(nil),   // 7: causeway.peer.v1.Replicate
+	(*RemoteWrite)(nil), // 8: causeway.peer.v1.RemoteWrite
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
 	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
 	4, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
 	5, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
 	6, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
-	3, // 4: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	0, // 5: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
+	3, // 5: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	0, // 6: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	8, // 7: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -613,14 +819,16 @@ func file_peer_v1_command_proto_init() {
 		(*Command_Collect)(nil),
 		(*Command_DigestCheck)(nil),
 		(*Command_Close)(nil),
+		(*Command_Replicate)(nil),
 	}
+	file_peer_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
