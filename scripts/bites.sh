@@ -18,6 +18,7 @@ BITES=(
   "wal-sync|./internal/wal|^TestCrashImagesKeepAcknowledgedEntries\$"
   "snapshot-sync|./internal/server|^TestCrashImages\$"
   "causal-floor|./internal/clustertest|^TestCrossSessionCausality\$"
+  "causal-floor|./internal/clustertest|^TestRandomizedCausal\$"
 )
 
 want=("$@")

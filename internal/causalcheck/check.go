@@ -133,9 +133,9 @@ type checker struct {
 
 	pm map[int32][]*sessWrites // key -> sessions that wrote it successfully
 
-	byVersion map[causal.Version]int32 // version -> first write that has it
+	byVersion map[keyVersion]int32 // (key, version) -> first write that has it
 	byValue   map[keyValue][]int32     // (key, value) -> writes with no version
-	ambiguous map[causal.Version]int32 // version -> key+1; read from one of several writes with no version
+	ambiguous map[keyVersion]bool  // read from one of several writes with no version
 	effect    map[int32]verOp          // key -> newest version that took effect
 
 	// The causal past of every write some read returned, set when it is
@@ -156,6 +156,14 @@ type keyValue struct {
 	value string
 }
 
+// keyVersion names a write: versions are unique per key (the product
+// gives writes of different keys the same version when they are on
+// different shards).
+type keyVersion struct {
+	key int32
+	v   causal.Version
+}
+
 func newChecker(h []Op) *checker {
 	n := len(h)
 	c := &checker{
@@ -168,9 +176,9 @@ func newChecker(h []Op) *checker {
 		readBy:    make([]int32, n),
 		resAt:     make([]int32, n+1),
 		pm:        make(map[int32][]*sessWrites),
-		byVersion: make(map[causal.Version]int32),
+		byVersion: make(map[keyVersion]int32),
 		byValue:   make(map[keyValue][]int32),
-		ambiguous: make(map[causal.Version]int32),
+		ambiguous: make(map[keyVersion]bool),
 		effect:    make(map[int32]verOp),
 		wvc:       make([][]int32, n),
 		wown:      make([]int32, n),
@@ -269,14 +277,15 @@ func (c *checker) attribute() {
 			c.byValue[kv] = append(c.byValue[kv], i)
 			continue
 		}
-		if first, dup := c.byVersion[o.Version]; dup {
+		kv := keyVersion{c.keyOf[i], o.Version}
+		if first, dup := c.byVersion[kv]; dup {
 			if c.room(DuplicateVersion) {
 				c.add(DuplicateVersion, int(i), o.Key, []int32{first, i},
-					fmt.Sprintf("two writes got version %s", o.Version))
+					fmt.Sprintf("two writes of %s got version %s", o.Key, o.Version))
 			}
 			continue
 		}
-		c.byVersion[o.Version] = i
+		c.byVersion[kv] = i
 	}
 	for i, o := range c.h {
 		i := int32(i)
@@ -303,7 +312,7 @@ func (c *checker) addResult(i int32, key, value string, v causal.Version) {
 	if src >= 0 {
 		c.readBy[src]++
 	}
-	if src >= 0 || c.ambiguous[v] == k+1 {
+	if src >= 0 || c.ambiguous[keyVersion{k, v}] {
 		c.effect[k] = newer(c.effect[k], verOp{v, i})
 	}
 }
@@ -315,15 +324,10 @@ func (c *checker) source(i, k int32, value string, v causal.Version) int32 {
 		return -1
 	}
 	key := c.keys[k]
-	if w, ok := c.byVersion[v]; ok {
+	kv := keyVersion{k, v}
+	if w, ok := c.byVersion[kv]; ok {
 		wo := &c.h[w]
 		switch {
-		case c.keyOf[w] != k:
-			if c.room(NeverWritten) {
-				c.add(NeverWritten, int(i), key, []int32{w, i},
-					fmt.Sprintf("read %s at %s, a version written to key %q", key, v, wo.Key))
-			}
-			return -1
 		case wo.Outcome == Failed:
 			if c.room(ReadFailedWrite) {
 				c.add(ReadFailedWrite, int(i), key, []int32{w, i},
@@ -338,7 +342,7 @@ func (c *checker) source(i, k int32, value string, v causal.Version) int32 {
 		}
 		return w
 	}
-	if c.ambiguous[v] == k+1 {
+	if c.ambiguous[kv] {
 		return -1
 	}
 	// A write whose version its client never learned, named by its value.
@@ -357,10 +361,10 @@ func (c *checker) source(i, k int32, value string, v causal.Version) int32 {
 	case len(unknown) == 1:
 		w := unknown[0]
 		c.ver[w] = v
-		c.byVersion[v] = w
+		c.byVersion[kv] = w
 		return w
 	case len(unknown) > 1:
-		c.ambiguous[v] = k + 1
+		c.ambiguous[kv] = true
 	case len(failed) > 0:
 		if c.room(ReadFailedWrite) {
 			c.add(ReadFailedWrite, int(i), key, append(failed, i),
@@ -769,8 +773,10 @@ func (c *checker) converge(final Final) {
 			var ops []int32
 			for _, v := range vers {
 				parts = append(parts, fmt.Sprintf("%s at %s", strings.Join(holders[v], ","), versionString(v)))
-				if w, ok := c.byVersion[v]; ok {
-					ops = append(ops, w)
+				if k, known := c.keyID[key]; known {
+					if w, ok := c.byVersion[keyVersion{k, v}]; ok {
+						ops = append(ops, w)
+					}
 				}
 			}
 			c.add(Divergence, subject, key, ops, fmt.Sprintf("replicas disagree on %s: %s", key, strings.Join(parts, "; ")))
@@ -785,15 +791,16 @@ func (c *checker) converge(final Final) {
 			if v.IsZero() {
 				continue
 			}
-			w, ok := c.byVersion[v]
+			w, ok := c.byVersion[keyVersion{k, v}]
+			ok = ok && known
 			switch {
-			case ok && c.keyOf[w] == k && c.h[w].Outcome == Failed:
+			case ok && c.h[w].Outcome == Failed:
 				if c.room(ReadFailedWrite) {
 					c.add(ReadFailedWrite, subject, key, []int32{w},
 						fmt.Sprintf("%s %s at %s, the version of a failed write", who, key, v))
 				}
-			case ok && c.keyOf[w] == k:
-			case !ok && known && c.ambiguous[v] == k+1:
+			case ok:
+			case !ok && known && c.ambiguous[keyVersion{k, v}]:
 			case !ok && unseen[key]:
 			default:
 				if c.room(NeverWritten) {

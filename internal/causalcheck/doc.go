@@ -21,11 +21,12 @@
 // they are used for that validation and for the report only.
 //
 // A write (Put or Delete; a delete writes a tombstone) is identified by its
-// Version, an (HLC, site) pair; versions are totally ordered and the larger
-// one wins (last-writer-wins). Two writes never share a version: when they
-// do, the history has a DuplicateVersion violation. A read returns a version
-// (the zero version: the key was never written) and reads from the write
-// that made it. Causality is program order plus reads-from, transitively:
+// key and Version, an (HLC, site) pair; versions are totally ordered and
+// the larger one wins (last-writer-wins). Two writes of one key never
+// share a version: when they do, the history has a DuplicateVersion
+// violation. Writes of different keys may (Causeway numbers versions per
+// shard). A read returns a version (the zero version: the key was never
+// written) and reads from the write that made it. Causality is program order plus reads-from, transitively:
 // the causal past of an operation holds everything before it in its session
 // and the causal past of every write it, or its session before it, read.
 // For every key, a read must return a version at least as new as every

@@ -11,7 +11,11 @@ import (
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/causalcheck"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // crossSessionSeeds is how many seeded rounds the cross-session tests run
@@ -136,4 +140,184 @@ func crossSessionRound(t *testing.T, c *Cluster, seed int, x, y []byte, yNode, x
 		t.Fatal(fail)
 	}
 	return pairs
+}
+
+// TestRandomizedCausal runs a random workload of puts and CAUSAL gets on
+// a 3-node site and checks the history with causalcheck: no session
+// guarantee or causality across sessions is violated, and every replica
+// ends with the same newest version of every key, no acknowledged write
+// lost. Each seed delays, with jitter, the messages from the leaders of
+// some shards to one of their followers, so followers lag; sessions send
+// every request to a random node, and some end and start afresh so
+// causality must carry across sessions through reads alone. One node is
+// killed half way and stays down. With the MaxHLC floor turned off
+// (guards.CausalFloor), the checker reports causal violations.
+func TestRandomizedCausal(t *testing.T) {
+	c := New(t, 3, nil)
+	t0 := time.Now()
+	rec := causalcheck.NewRecorder(func() int64 { return int64(time.Since(t0)) })
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("rc/k%02d", i)
+	}
+	for seed := 1; seed <= crossSessionSeeds; seed++ {
+		if seed == crossSessionSeeds/2+1 {
+			victim := c.Live()[2]
+			t.Logf("seed %d: killing %s", seed, victim.ID)
+			c.Kill(victim)
+		}
+		randomCausalRound(t, c, rec, seed, keys)
+	}
+	final := finalVersions(t, c, keys)
+	h := rec.History()
+	res, err := causalcheck.Check(h, final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d operations over %d seeds, %d sessions: %s", len(h), crossSessionSeeds, res.Sessions, summary(res))
+	if !res.OK() {
+		t.Fatalf("causal+ violated:\n%s", res)
+	}
+	if len(h) < crossSessionSeeds*100 {
+		t.Fatalf("only %d operations: the workload did not run", len(h))
+	}
+}
+
+func summary(res causalcheck.Result) string {
+	if res.OK() {
+		return "no violation"
+	}
+	return fmt.Sprintf("%d violations", len(res.Violations))
+}
+
+// randomCausalRound runs one seed's workload for about a second.
+func randomCausalRound(t *testing.T, c *Cluster, rec *causalcheck.Recorder, seed int, keys []string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0xca5a1))
+	live := c.Live()
+	r := live[0].Srv.Router()
+	// Lag: for a few shards, delay the leader's messages to a follower.
+	seen := map[placement.Shard]bool{}
+	for _, k := range keys {
+		sh, _ := r.Shard("default", []byte(k))
+		if seen[sh] || rng.IntN(2) == 0 {
+			continue
+		}
+		seen[sh] = true
+		if l, f := leaderAndFollowerOrNil(c, sh); l != nil && f != nil {
+			d := time.Duration(10+rng.IntN(50)) * time.Millisecond
+			c.Delay(l, f, d, d/2)
+		}
+	}
+	defer c.Heal()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	end := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for s := range 6 {
+		srng := rand.New(rand.NewPCG(uint64(seed), uint64(s)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var tok []byte
+			gen := 0
+			name := func() string { return fmt.Sprintf("seed%d/s%d/g%d", seed, s, gen) }
+			for n := 0; time.Now().Before(end) && ctx.Err() == nil; n++ {
+				if srng.IntN(12) == 0 { // a new session, with nothing seen
+					tok, gen = nil, gen+1
+				}
+				node := live[srng.IntN(len(live))]
+				key := keys[srng.IntN(len(keys))]
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				if srng.IntN(5) < 2 {
+					val := fmt.Sprintf("%s/%d", name(), n)
+					h := rec.Begin(name(), "s1", causalcheck.Put, key, val)
+					resp, err := node.KV.Put(rctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte(key), Value: []byte(val)})
+					if err != nil {
+						rec.End(h, "", causal.Version{}, causalcheck.Unknown)
+						tok, gen = nil, gen+1 // the session cannot know what happened
+					} else {
+						rec.End(h, "", causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}, causalcheck.OK)
+						tok = resp.Header.Session
+					}
+				} else {
+					h := rec.Begin(name(), "s1", causalcheck.Get, key, "")
+					resp, err := node.KV.Get(rctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte(key)})
+					if err != nil {
+						rec.End(h, "", causal.Version{}, causalcheck.Failed)
+					} else {
+						v := causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}
+						rec.End(h, string(resp.Value), v, causalcheck.OK)
+						tok = resp.Header.Session
+					}
+				}
+				rcancel()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// leaderAndFollowerOrNil is leaderAndFollower without failing the test
+// (a shard may be electing).
+func leaderAndFollowerOrNil(c *Cluster, sh placement.Shard) (leader, follower *Node) {
+	for _, n := range c.Live() {
+		if g := n.Srv.Router().Local(sh); g != nil {
+			if g.IsLeader() {
+				leader = n
+			} else {
+				follower = n
+			}
+		}
+	}
+	return leader, follower
+}
+
+// finalVersions waits until every live node's replica holds the same
+// newest version of each key, and returns them (replica = node id).
+func finalVersions(t *testing.T, c *Cluster, keys []string) causalcheck.Final {
+	t.Helper()
+	var final causalcheck.Final
+	err := poll.Wait(60*time.Second, func() error {
+		final = causalcheck.Final{}
+		for _, n := range c.Live() {
+			m := map[string]causal.Version{}
+			for _, k := range keys {
+				sh, _ := n.Srv.Router().Shard("default", []byte(k))
+				g := n.Srv.Router().Local(sh)
+				if g == nil {
+					return fmt.Errorf("%s holds no replica of %s", n.ID, sh)
+				}
+				var rec storage.Record
+				var found bool
+				if err := g.Read(func(st *storage.ShardTx) (err error) {
+					rec, found, err = st.Latest([]byte(k), true)
+					return err
+				}); err != nil {
+					return err
+				}
+				if found {
+					m[k] = rec.Version
+				}
+			}
+			final[n.ID] = m
+		}
+		var first map[string]causal.Version
+		for id, m := range final {
+			if first == nil {
+				first = m
+				continue
+			}
+			for _, k := range keys {
+				if m[k] != first[k] {
+					return fmt.Errorf("replicas disagree on %s (%s has %v)", k, id, m[k])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("replicas did not converge: %v (the checker reports it)", err)
+	}
+	return final
 }
