@@ -14,6 +14,7 @@ BITES=(
   "read-barrier|./internal/clustertest|^TestDeposedLeaderServesNoStaleStrongRead\$"
   "floor-wait|./internal/clustertest|^TestReadYourWritesThroughFollowers\$"
   "floor-wait|./internal/clustertest|^TestMonotonicReadsAfterTrim\$"
+  "floor-wait|./internal/clustertest|^TestInjectedRemoteWrites\$"
   "wal-sync|./internal/server|^TestCrashImages\$"
   "wal-sync|./internal/wal|^TestCrashImagesKeepAcknowledgedEntries\$"
   "snapshot-sync|./internal/server|^TestCrashImages\$"
