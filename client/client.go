@@ -205,12 +205,25 @@ func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHea
 }
 
 // writeHeader returns the request header of a mutation: it carries the
-// largest HLC the session saw, which the new version will exceed.
-func (c *Client) writeHeader(keyspace string) *kvv1.RequestHeader {
+// largest HLC the session saw, which the new version will exceed, and the
+// session's dependencies, which the write will carry to other sites. It
+// also returns that part, for writeDone.
+func (c *Client) writeHeader(keyspace string) (*kvv1.RequestHeader, *causal.Session) {
 	c.mu.Lock()
 	part := c.mu.session.ForWrite()
 	c.mu.Unlock()
-	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}, part
+}
+
+// writeDone drops the dependencies a successful write carried: the
+// session now depends on the write instead (its reply, merged, added it).
+func (c *Client) writeDone(sent *causal.Session) {
+	if sent == nil {
+		return
+	}
+	c.mu.Lock()
+	c.mu.session.DropDeps(sent)
+	c.mu.Unlock()
 }
 
 // mergeReply folds what a reply observed into the session. A reply without

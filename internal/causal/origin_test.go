@@ -138,3 +138,53 @@ func TestDecodeFormat2(t *testing.T) {
 		t.Fatalf("re-encoded floors %+v", g)
 	}
 }
+
+// TestDependencies: reads add dependencies per (keyspace, shard, origin);
+// a write on a whole session reduces them to the write; on a narrowed one
+// the client drops what the write carried (DropDeps), keeping what was
+// read meanwhile; they survive the token and fold into one per keyspace
+// and origin beyond MaxShardFloors.
+func TestDependencies(t *testing.T) {
+	var s Session
+	s.ObserveShard("ks", []byte("a"), 1, Version{HLC: 10, Site: "s1"})
+	s.ObserveShard("ks", []byte("b"), 1, Version{HLC: 12, Site: "s1"})
+	s.ObserveShard("ks", []byte("c"), 2, Version{HLC: 5, Site: "s2"})
+	deps := s.Deps(nil)
+	want := []Dependency{{ShardRef{"ks", 1, "s1"}, 12}, {ShardRef{"ks", 2, "s2"}, 5}}
+	if !slices.Equal(deps, want) {
+		t.Fatalf("deps %v, want %v", deps, want)
+	}
+	back, err := DecodeSession(s.Encode())
+	if err != nil || !slices.Equal(back.Deps(nil), want) {
+		t.Fatalf("decoded deps %v (%v)", back.Deps(nil), err)
+	}
+	// A narrowed write carries them; a read completes meanwhile; the
+	// write's reply adds the write; DropDeps keeps the read and the write.
+	sent := s.ForWrite()
+	if !slices.Equal(sent.Deps(nil), want) || len(sent.keys) != 0 {
+		t.Fatalf("write part: %v", sent.Deps(nil))
+	}
+	s.ObserveShard("ks", []byte("d"), 3, Version{HLC: 20, Site: "s3"})
+	var reply Session
+	reply.ObserveShard("ks", []byte("w"), 1, Version{HLC: 30, Site: "s1"})
+	s.Merge(&reply)
+	s.DropDeps(sent)
+	want = []Dependency{{ShardRef{"ks", 1, "s1"}, 30}, {ShardRef{"ks", 3, "s3"}, 20}}
+	if got := s.Deps(nil); !slices.Equal(got, want) {
+		t.Fatalf("after the write: %v, want %v", got, want)
+	}
+	// A whole session (kvctl's) is reduced to the write by the server.
+	full := back.Clone()
+	full.ObserveWrite("ks", []byte("w"), 4, Version{HLC: 40, Site: "s1"})
+	if got := full.Deps(nil); !slices.Equal(got, []Dependency{{ShardRef{"ks", 4, "s1"}, 40}}) {
+		t.Fatalf("whole session after a write: %v", got)
+	}
+	// Bounded: beyond MaxShardFloors, one dependency covers the keyspace.
+	var big Session
+	for i := 0; i <= MaxShardFloors; i++ {
+		big.ObserveShardVersion("big", uint32(i), Version{HLC: uint64(i + 1), Site: "s2"})
+	}
+	if got := big.Deps(nil); len(got) != 1 || got[0] != (Dependency{ShardRef{"big", UnknownShard, "s2"}, MaxShardFloors + 1}) {
+		t.Fatalf("folded deps: %d entries, first %v", len(got), got[0])
+	}
+}

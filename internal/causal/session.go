@@ -43,7 +43,13 @@ var ErrMalformedToken = errors.New("causal: malformed session token")
 //     because the session held more than MaxShardFloors. A shard without a
 //     floor of its own for an origin must have applied that origin's
 //     fallback, or be read on its leader after a read barrier;
-//   - MaxHLC: the largest HLC observed, which every later write exceeds.
+//   - MaxHLC: the largest HLC observed, which every later write exceeds;
+//   - dependencies: what the session's next write depends on, per
+//     (keyspace, shard, origin): the newest version of each it saw since
+//     its last write, and that write (nearest dependencies). A write
+//     carries them, so that another site applies it only after them. A
+//     dependency with shard UnknownShard covers every shard of its
+//     keyspace (what MaxShardFloors dependencies fold into).
 //
 // The floor of a key k of shard s is, for each origin o, the max of k's
 // floor (if its version is o's) and s's floor for o; it never decreases
@@ -62,6 +68,7 @@ type Session struct {
 	keys     map[string]keyFloor
 	shards   map[ShardRef]uint64
 	fallback map[string]uint64 // origin → floor of shards without one of their own
+	deps     map[ShardRef]uint64
 
 	scratch []trimEntry // reused by trim
 
@@ -115,7 +122,83 @@ func (s *Session) Len() (keys, shards int) { return len(s.keys), len(s.shards) }
 
 // IsEmpty reports whether the session holds no floor.
 func (s *Session) IsEmpty() bool {
-	return s == nil || (s.MaxHLC == 0 && len(s.fallback) == 0 && len(s.keys) == 0 && len(s.shards) == 0)
+	return s == nil || (s.MaxHLC == 0 && len(s.fallback) == 0 && len(s.keys) == 0 && len(s.shards) == 0 && len(s.deps) == 0)
+}
+
+// Dependency is one entry of a session's dependencies: the next write
+// depends on every write of Origin to (Keyspace, Shard) up to HLC.
+type Dependency struct {
+	Ref ShardRef
+	HLC uint64
+}
+
+// Deps appends the session's dependencies to dst, in a stable order.
+func (s *Session) Deps(dst []Dependency) []Dependency {
+	start := len(dst)
+	for r, h := range s.deps {
+		dst = append(dst, Dependency{r, h})
+	}
+	slices.SortFunc(dst[start:], func(a, b Dependency) int { return compareRefs(a.Ref, b.Ref) })
+	return dst
+}
+
+// raiseDep raises the dependency on r to hlc.
+func (s *Session) raiseDep(r ShardRef, hlc uint64) {
+	if hlc == 0 || hlc <= s.deps[r] || hlc <= s.deps[ShardRef{r.Keyspace, UnknownShard, r.Origin}] {
+		return
+	}
+	if s.deps == nil {
+		s.deps = make(map[ShardRef]uint64)
+	}
+	s.deps[r] = hlc
+	if r.Shard == UnknownShard {
+		// It covers the keyspace's dependencies on the same origin below it.
+		for d, h := range s.deps {
+			if d != r && d.Keyspace == r.Keyspace && d.Origin == r.Origin && h <= hlc {
+				delete(s.deps, d)
+			}
+		}
+	}
+	if len(s.deps) > MaxShardFloors {
+		// Fold every dependency of the largest keyspace and origin into one
+		// covering all its shards.
+		counts := map[ShardRef]int{}
+		var top ShardRef
+		for d := range s.deps {
+			k := ShardRef{d.Keyspace, UnknownShard, d.Origin}
+			if counts[k]++; counts[k] > counts[top] {
+				top = k
+			}
+		}
+		for d, h := range s.deps {
+			if d.Keyspace == top.Keyspace && d.Origin == top.Origin {
+				delete(s.deps, d)
+				s.deps[top] = max(s.deps[top], h)
+			}
+		}
+	}
+}
+
+// DropDeps removes the dependencies that sent (the part of the session a
+// write carried) covers: the write depends on them, and the session now
+// depends on the write instead. Dependencies raised since are kept.
+func (s *Session) DropDeps(sent *Session) {
+	for r, h := range sent.deps {
+		if s.deps[r] <= h {
+			delete(s.deps, r)
+		}
+	}
+}
+
+// ObserveWrite records that the session wrote version v of key (in
+// shard): a floor, and, for a whole session (not a narrowed one, whose
+// client drops what the write carried itself, see DropDeps), dependencies
+// reduced to that write.
+func (s *Session) ObserveWrite(keyspace string, key []byte, shard uint32, v Version) {
+	if !s.Partial {
+		clear(s.deps)
+	}
+	s.ObserveShard(keyspace, key, shard, v)
 }
 
 // Fallback returns the fallback floor of origin (zero: none).
@@ -147,6 +230,7 @@ func (s *Session) ObserveShard(keyspace string, key []byte, shard uint32, v Vers
 	}
 	s.observeHLC(v.HLC)
 	s.putKey(FloorKey(keyspace, key), keyspace, shard, v)
+	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trim()
 }
 
@@ -159,6 +243,7 @@ func (s *Session) ObserveShardVersion(keyspace string, shard uint32, v Version) 
 	}
 	s.observeHLC(v.HLC)
 	s.raiseShard(ShardRef{keyspace, shard, v.Site}, v.HLC)
+	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trimShards()
 }
 
@@ -359,6 +444,9 @@ func (s *Session) Merge(o *Session) {
 	for origin, fb := range o.fallback {
 		s.raiseFallback(origin, fb)
 	}
+	for r, h := range o.deps {
+		s.raiseDep(r, h)
+	}
 	for r, f := range o.shards {
 		s.raiseShard(r, f)
 	}
@@ -431,6 +519,9 @@ func (s *Session) trimShards() {
 func (s *Session) Clone() *Session {
 	c := &Session{MaxHLC: s.MaxHLC, Partial: s.Partial}
 	c.copyFallbacks(s)
+	for r, h := range s.deps {
+		c.raiseDep(r, h)
+	}
 	if len(s.keys) > 0 {
 		c.keys = make(map[string]keyFloor, len(s.keys))
 		for k, v := range s.keys {
@@ -515,8 +606,15 @@ func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
 	return out
 }
 
-// ForWrite returns the part of s a server needs to serve a write: MaxHLC.
-func (s *Session) ForWrite() *Session { return &Session{MaxHLC: s.MaxHLC, Partial: true} }
+// ForWrite returns the part of s a server needs to serve a write: MaxHLC
+// and the dependencies.
+func (s *Session) ForWrite() *Session {
+	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	for r, h := range s.deps {
+		out.raiseDep(r, h)
+	}
+	return out
+}
 
 func (s *Session) copyShards(out *Session, keyspace string) {
 	for r, f := range s.shards {
@@ -530,4 +628,15 @@ func (s *Session) copyFallbacks(from *Session) {
 	for origin, fb := range from.fallback {
 		s.raiseFallback(origin, fb)
 	}
+}
+
+// compareRefs orders shard refs by keyspace, shard and origin.
+func compareRefs(a, b ShardRef) int {
+	if c := strings.Compare(a.Keyspace, b.Keyspace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Shard, b.Shard); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Origin, b.Origin)
 }

@@ -1,7 +1,6 @@
 package causal
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 //
 //	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial) | maxHLC |
 //	f = fallbacks, f × (origin len, origin, hlc) |
+//	d = dependencies, d × (keyspace len, keyspace, shard+1 or 0 for every shard, origin len, origin, hlc) |
 //	k = number of keyspaces |
 //	k × ( keyspace len, keyspace |
 //	      n = shard floors, n × (shard, origin len, origin, hlc) |
@@ -60,15 +60,7 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	for r := range s.shards {
 		shards = append(shards, r)
 	}
-	slices.SortFunc(shards, func(a, b ShardRef) int {
-		if c := strings.Compare(a.Keyspace, b.Keyspace); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Shard, b.Shard); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Origin, b.Origin)
-	})
+	slices.SortFunc(shards, compareRefs)
 	// The keyspaces, in order.
 	var kss []string
 	for _, r := range shards {
@@ -99,6 +91,18 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	for _, o := range origins {
 		b = appendString(b, o)
 		b = binary.AppendUvarint(b, s.fallback[o])
+	}
+	deps := s.Deps(nil)
+	b = binary.AppendUvarint(b, uint64(len(deps)))
+	for _, d := range deps {
+		b = appendString(b, d.Ref.Keyspace)
+		if d.Ref.Shard == UnknownShard {
+			b = append(b, 0)
+		} else {
+			b = binary.AppendUvarint(b, uint64(d.Ref.Shard)+1)
+		}
+		b = appendString(b, d.Ref.Origin)
+		b = binary.AppendUvarint(b, d.HLC)
 	}
 	b = binary.AppendUvarint(b, uint64(len(kss)))
 	for _, ks := range kss {
@@ -232,6 +236,29 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 		for i := uint64(0); i < nf && r.err == nil; i++ {
 			origin := string(r.bytes(maxSiteBytes))
 			s.raiseFallback(origin, r.uvarint())
+		}
+		nd := r.uvarint()
+		if nd > MaxShardFloors+1 {
+			return fmt.Errorf("%d dependencies exceeds %d", nd, MaxShardFloors)
+		}
+		for i := uint64(0); i < nd && r.err == nil; i++ {
+			ks := string(r.bytes(maxKeyspaceNm))
+			sh := r.uvarint()
+			origin := string(r.bytes(maxSiteBytes))
+			hlc := r.uvarint()
+			if sh > uint64(UnknownShard) {
+				return fmt.Errorf("dependency shard %d out of range", sh-1)
+			}
+			shard := UnknownShard
+			if sh > 0 {
+				shard = uint32(sh - 1)
+			}
+			if strings.IndexByte(ks, 0) >= 0 {
+				return errors.New("keyspace contains NUL")
+			}
+			if r.err == nil {
+				s.raiseDep(ShardRef{ks, shard, origin}, hlc)
+			}
 		}
 	}
 	nks := r.uvarint()

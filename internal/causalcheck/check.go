@@ -134,9 +134,9 @@ type checker struct {
 	pm map[int32][]*sessWrites // key -> sessions that wrote it successfully
 
 	byVersion map[keyVersion]int32 // (key, version) -> first write that has it
-	byValue   map[keyValue][]int32     // (key, value) -> writes with no version
+	byValue   map[keyValue][]int32 // (key, value) -> writes with no version
 	ambiguous map[keyVersion]bool  // read from one of several writes with no version
-	effect    map[int32]verOp          // key -> newest version that took effect
+	effect    map[int32]verOp      // key -> newest version that took effect
 
 	// The causal past of every write some read returned, set when it is
 	// processed (see pastOf).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -180,4 +181,73 @@ func TestInjectedRemoteWrites(t *testing.T) {
 		t.Fatalf("causal+ violated:\n%s", res)
 	}
 	t.Logf("%d operations checked: %s", res.Ops, summary(res))
+}
+
+// TestWriteCarriesDependencies: a session reads another site's write (of
+// shard X) and then writes a key of shard Y through a node whose replica of
+// X lags. The write waits until that replica applied the dependency, and
+// its raft entry carries the dependency, for the chain of sites.
+func TestWriteCarriesDependencies(t *testing.T) {
+	c := New(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	r := c.Live()[0].Srv.Router()
+	sx, _ := r.Shard("default", []byte("dep/x"))
+	xLeader, xFollower := leaderAndFollower(t, c, sx)
+	// A key of another shard that xFollower leads.
+	var y []byte
+	var sy placement.Shard
+	for i := 0; y == nil && i < 10_000; i++ {
+		k := fmt.Appendf(nil, "dep/y%d", i)
+		s, _ := r.Shard("default", k)
+		if g := xFollower.Srv.Router().Local(s); s != sx && g != nil && g.IsLeader() {
+			y, sy = k, s
+		}
+	}
+	if y == nil {
+		t.Skipf("%s leads no shard", xFollower.ID)
+	}
+	c.Delay(xLeader, xFollower, 50*time.Millisecond, 0)
+	defer c.Heal()
+	hlc := causal.MakeHLC(uint64(time.Now().Add(-time.Minute).UnixMilli()), 0)
+	res := propose(t, c, sx, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: &peerv1.Replicate{Origin: "s2",
+		Writes: []*peerv1.RemoteWrite{{Key: []byte("dep/x"), Value: []byte("from s2"), Hlc: hlc, Seq: 1}}}}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	rx, err := xLeader.KV.Get(ctx, &kvv1.GetRequest{Key: []byte("dep/x")})
+	if err != nil || string(rx.Value) != "from s2" {
+		t.Fatalf("read of the remote write: %q, %v", rx.GetValue(), err)
+	}
+	before := testutil.ToFloat64(histogramCount(t, xFollower.Srv.Registry(), "causeway_router_dependency_wait_seconds"))
+	p, err := xFollower.KV.Put(ctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: rx.Header.Session}, Key: y, Value: []byte("after x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := testutil.ToFloat64(histogramCount(t, xFollower.Srv.Registry(), "causeway_router_dependency_wait_seconds")) - before; waited < 1 {
+		t.Fatalf("the write did not wait for its dependency on the lagging replica")
+	}
+	// The replica of x on the writing node had applied the dependency
+	// before the write was proposed.
+	if o := xFollower.Srv.Router().Local(sx).Origins(); o["s2"].HLC < hlc {
+		t.Fatalf("%s progress for s2 is %d, below the dependency %d", xFollower.ID, o["s2"].HLC, hlc)
+	}
+	g := xFollower.Srv.Router().Local(sy)
+	st := g.Status()
+	cmds, err := g.Commands(st.FirstLogIndex, st.AppliedIndex+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range cmds {
+		w := cmd.GetWrite()
+		if w == nil || string(w.Key) != string(y) || w.Hlc > p.Version.Hlc {
+			continue
+		}
+		for _, d := range w.Deps {
+			if d.Origin == "s2" && d.Shard == sx.ID && d.Keyspace == "default" && d.Hlc == hlc {
+				return
+			}
+		}
+		t.Fatalf("the write's entry carries %v, not the dependency on s2's write", w.Deps)
+	}
+	t.Fatal("the write's log entry was not found")
 }

@@ -290,6 +290,9 @@ func isDigestCheck(cmd *peerv1.Command) bool {
 	return ok
 }
 
+// Decode unmarshals a command written by Encode.
+func Decode(data []byte) (*peerv1.Command, error) { return decode(data) }
+
 func decode(data []byte) (*peerv1.Command, error) {
 	cmd := &peerv1.Command{}
 	if err := proto.Unmarshal(data, cmd); err != nil {

@@ -21,6 +21,14 @@ func (c *Call) Observe(sh placement.Shard, key []byte, v causal.Version) {
 	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
 }
 
+// ObserveWrite records that the request wrote version v of key (in shard
+// sh): the session's dependencies become that write (see
+// causal.Session.ObserveWrite).
+func (c *Call) ObserveWrite(sh placement.Shard, key []byte, v causal.Version) {
+	c.Session.ObserveWrite(c.Keyspace, key, sh.ID, v)
+	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
+}
+
 // Merge folds what a forwarded request observed into c.
 func (c *Call) Merge(o *causal.Session) {
 	c.Session.Merge(o)

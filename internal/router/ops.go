@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -28,6 +29,14 @@ func (e *CondError) Unwrap() error { return e.Result.Err }
 // the new version is newer than all of it (monotonic writes,
 // writes-follow-reads). A failed condition is a *CondError.
 func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (fsm.Result, error) {
+	deps := c.Session.Deps(nil)
+	if err := r.waitDeps(ctx, c.Keyspace, deps); err != nil {
+		return fsm.Result{}, err
+	}
+	w.Deps = w.Deps[:0]
+	for _, d := range deps {
+		w.Deps = append(w.Deps, &peerv1.Dependency{Keyspace: d.Ref.Keyspace, Shard: d.Ref.Shard, AllShards: d.Ref.Shard == causal.UnknownShard, Origin: d.Ref.Origin, Hlc: d.HLC})
+	}
 	r.clock.Observe(c.Session.MaxHLC)
 	w.Hlc = r.clock.Now()
 	w.Site = r.cfg.Site
@@ -44,8 +53,58 @@ func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *sh
 		}
 		return res, &CondError{Result: res}
 	}
-	c.Observe(sh, w.Key, res.Version)
+	c.ObserveWrite(sh, w.Key, res.Version)
 	return res, nil
+}
+
+// waitDeps waits until this site has applied the writes of other sites
+// that deps name (a session that read them at another site writes here),
+// on this node's replicas, up to CausalWait. Dependencies on this site's
+// own writes need no wait: they were committed here before anyone could
+// read them. A dependency on a shard this node holds no replica of is not
+// checked here; the chain of sites checks it where the write is applied.
+func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.Dependency) error {
+	start := time.Now()
+	waited := false
+	defer func() {
+		if waited {
+			r.metrics.depWaitSec.Observe(time.Since(start).Seconds())
+		}
+	}()
+	for _, d := range deps {
+		if d.Ref.Origin == "" || d.Ref.Origin == r.cfg.Site {
+			continue
+		}
+		shards := []placement.Shard{{Keyspace: d.Ref.Keyspace, ID: d.Ref.Shard}}
+		if d.Ref.Shard == causal.UnknownShard {
+			var err error
+			if shards, err = r.Shards(d.Ref.Keyspace); err != nil {
+				continue // a keyspace this site does not hold
+			}
+		}
+		for _, sh := range shards {
+			g := r.Local(sh)
+			if g == nil {
+				r.metrics.depsUnchecked.Inc()
+				continue
+			}
+			f := causal.Floor{Origin: d.Ref.Origin, HLC: d.HLC}
+			if applied(ctx, g, f) {
+				continue
+			}
+			waited = true
+			wctx, cancel := context.WithTimeout(ctx, r.cfg.CausalWait)
+			err := waitFloor(wctx, g, f)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("%w: %s has not applied HLC %d of %s this write depends on", ErrCausalWait, sh, d.HLC, d.Ref.Origin)
+			}
+		}
+	}
+	return nil
 }
 
 // CASFailFast rejects a version-conditioned swap on g without a raft

@@ -78,6 +78,9 @@ func (s *KV) begin(h *kvv1.RequestHeader) (*router.Call, error) {
 	if h.Keyspace != "" {
 		c.Keyspace = h.Keyspace
 	}
+	if len(h.Session) > 0 {
+		s.metrics.tokenSize.WithLabelValues("in").Observe(float64(len(h.Session)))
+	}
 	sess, err := causal.DecodeSession(h.Session)
 	if err != nil {
 		return nil, err
@@ -88,7 +91,9 @@ func (s *KV) begin(h *kvv1.RequestHeader) (*router.Call, error) {
 
 // respHeader returns the reply header (see router.Call.Token).
 func (s *KV) respHeader(c *router.Call) *kvv1.ResponseHeader {
-	return &kvv1.ResponseHeader{Session: c.Token(), Site: s.cfg.Site, NodeId: s.cfg.NodeID}
+	tok := c.Token()
+	s.metrics.tokenSize.WithLabelValues("out").Observe(float64(len(tok)))
+	return &kvv1.ResponseHeader{Session: tok, Site: s.cfg.Site, NodeId: s.cfg.NodeID}
 }
 
 // Put implements kvv1.KVServer.

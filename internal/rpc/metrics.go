@@ -11,8 +11,9 @@ import (
 // Routing decisions (forwards, follower reads, floor waits) are counted by
 // router.Metrics.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	tokenSize *prometheus.HistogramVec
 }
 
 // NewMetrics registers the request metrics with reg.
@@ -28,7 +29,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"op"}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	m.tokenSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "causeway", Subsystem: "rpc", Name: "session_token_bytes",
+		Help:    "Size of the session tokens of client requests (in) and replies (out).",
+		Buckets: prometheus.ExponentialBuckets(16, 2, 13),
+	}, []string{"direction"})
+	reg.MustRegister(m.requests, m.latency, m.tokenSize)
 	return m
 }
 

@@ -422,6 +422,32 @@ func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error
 	}
 }
 
+// Commands returns the commands of the log entries in [from, to] this
+// replica still holds (entries that are not commands are skipped), for
+// inspection.
+func (g *Group) Commands(from, to uint64) ([]*peerv1.Command, error) {
+	store := g.deps.LogDB.RaftStore(g.id.String())
+	var out []*peerv1.Command
+	for i := from; i <= to; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.Decode(l.Data)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: entry %d: %w", g.id, i, err)
+		}
+		out = append(out, cmd)
+	}
+	return out, nil
+}
+
 // Origins returns the progress of every other site's writes to the shard.
 func (g *Group) Origins() map[string]storage.Progress { return g.fsm.Origins() }
 

@@ -72,7 +72,7 @@ func (x Condition_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Condition_Kind.Descriptor instead.
 func (Condition_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{2, 0}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{3, 0}
 }
 
 // Command is one replicated state-machine command: the payload of one raft
@@ -230,7 +230,12 @@ type Write struct {
 	ClientId string `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	Seq      uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Condition, if any.
-	Condition     *Condition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
+	Condition *Condition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
+	// The writer's dependencies (its session's nearest dependencies): a
+	// site that receives this write from another applies it only after
+	// these. Kept in the log for the chain of sites; the state machine does
+	// not read them.
+	Deps          []*Dependency `protobuf:"bytes,9,rep,name=deps,proto3" json:"deps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +326,91 @@ func (x *Write) GetCondition() *Condition {
 	return nil
 }
 
+func (x *Write) GetDeps() []*Dependency {
+	if x != nil {
+		return x.Deps
+	}
+	return nil
+}
+
+// Dependency: every write of origin to (keyspace, shard) up to hlc.
+type Dependency struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard    uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	// Every shard of the keyspace (shard is then ignored).
+	AllShards     bool   `protobuf:"varint,3,opt,name=all_shards,json=allShards,proto3" json:"all_shards,omitempty"`
+	Origin        string `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	Hlc           uint64 `protobuf:"varint,5,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dependency) Reset() {
+	*x = Dependency{}
+	mi := &file_peer_v1_command_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dependency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dependency) ProtoMessage() {}
+
+func (x *Dependency) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
+func (*Dependency) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Dependency) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *Dependency) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *Dependency) GetAllShards() bool {
+	if x != nil {
+		return x.AllShards
+	}
+	return false
+}
+
+func (x *Dependency) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Dependency) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
 type Condition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          Condition_Kind         `protobuf:"varint,1,opt,name=kind,proto3,enum=causeway.peer.v1.Condition_Kind" json:"kind,omitempty"`
@@ -332,7 +422,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_peer_v1_command_proto_msgTypes[2]
+	mi := &file_peer_v1_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +434,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[2]
+	mi := &file_peer_v1_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +447,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{2}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Condition) GetKind() Condition_Kind {
@@ -400,7 +490,7 @@ type Collect struct {
 
 func (x *Collect) Reset() {
 	*x = Collect{}
-	mi := &file_peer_v1_command_proto_msgTypes[3]
+	mi := &file_peer_v1_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +502,7 @@ func (x *Collect) String() string {
 func (*Collect) ProtoMessage() {}
 
 func (x *Collect) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[3]
+	mi := &file_peer_v1_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +515,7 @@ func (x *Collect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collect.ProtoReflect.Descriptor instead.
 func (*Collect) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{3}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Collect) GetCutoffHlc() uint64 {
@@ -475,7 +565,7 @@ type DigestCheck struct {
 
 func (x *DigestCheck) Reset() {
 	*x = DigestCheck{}
-	mi := &file_peer_v1_command_proto_msgTypes[4]
+	mi := &file_peer_v1_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +577,7 @@ func (x *DigestCheck) String() string {
 func (*DigestCheck) ProtoMessage() {}
 
 func (x *DigestCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[4]
+	mi := &file_peer_v1_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +590,7 @@ func (x *DigestCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestCheck.ProtoReflect.Descriptor instead.
 func (*DigestCheck) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{5}
 }
 
 // Close raises the shard's newest HLC to at least hlc without writing a
@@ -519,7 +609,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_peer_v1_command_proto_msgTypes[5]
+	mi := &file_peer_v1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +621,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[5]
+	mi := &file_peer_v1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +634,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{5}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Close) GetHlc() uint64 {
@@ -579,7 +669,7 @@ type Replicate struct {
 
 func (x *Replicate) Reset() {
 	*x = Replicate{}
-	mi := &file_peer_v1_command_proto_msgTypes[6]
+	mi := &file_peer_v1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +681,7 @@ func (x *Replicate) String() string {
 func (*Replicate) ProtoMessage() {}
 
 func (x *Replicate) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[6]
+	mi := &file_peer_v1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +694,7 @@ func (x *Replicate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicate.ProtoReflect.Descriptor instead.
 func (*Replicate) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{6}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Replicate) GetOrigin() string {
@@ -650,7 +740,7 @@ type RemoteWrite struct {
 
 func (x *RemoteWrite) Reset() {
 	*x = RemoteWrite{}
-	mi := &file_peer_v1_command_proto_msgTypes[7]
+	mi := &file_peer_v1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +752,7 @@ func (x *RemoteWrite) String() string {
 func (*RemoteWrite) ProtoMessage() {}
 
 func (x *RemoteWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[7]
+	mi := &file_peer_v1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +765,7 @@ func (x *RemoteWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteWrite.ProtoReflect.Descriptor instead.
 func (*RemoteWrite) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoteWrite) GetKey() []byte {
@@ -725,7 +815,7 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheck\x12/\n" +
 	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05close\x12;\n" +
 	"\treplicate\x18\x06 \x01(\v2\x1b.causeway.peer.v1.ReplicateH\x00R\treplicateB\x04\n" +
-	"\x02op\"\xdd\x01\n" +
+	"\x02op\"\x8f\x02\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
@@ -734,7 +824,16 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x04site\x18\x05 \x01(\tR\x04site\x12\x1b\n" +
 	"\tclient_id\x18\x06 \x01(\tR\bclientId\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x129\n" +
-	"\tcondition\x18\b \x01(\v2\x1b.causeway.peer.v1.ConditionR\tcondition\"\xa8\x01\n" +
+	"\tcondition\x18\b \x01(\v2\x1b.causeway.peer.v1.ConditionR\tcondition\x120\n" +
+	"\x04deps\x18\t \x03(\v2\x1c.causeway.peer.v1.DependencyR\x04deps\"\x87\x01\n" +
+	"\n" +
+	"Dependency\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x1d\n" +
+	"\n" +
+	"all_shards\x18\x03 \x01(\bR\tallShards\x12\x16\n" +
+	"\x06origin\x18\x04 \x01(\tR\x06origin\x12\x10\n" +
+	"\x03hlc\x18\x05 \x01(\x04R\x03hlc\"\xa8\x01\n" +
 	"\tCondition\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .causeway.peer.v1.Condition.KindR\x04kind\x12\x10\n" +
 	"\x03hlc\x18\x02 \x01(\x04R\x03hlc\x12\x12\n" +
@@ -781,32 +880,34 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_peer_v1_command_proto_goTypes = []any{
 	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
 	(*Command)(nil),     // 1: causeway.peer.v1.Command
 	(*Write)(nil),       // 2: causeway.peer.v1.Write
-	(*Condition)(nil),   // 3: causeway.peer.v1.Condition
-	(*Collect)(nil),     // 4: causeway.peer.v1.Collect
-	(*DigestCheck)(nil), // 5: causeway.peer.v1.DigestCheck
-	(*Close)(nil),       // 6: causeway.peer.v1.Close
-	(*Replicate)(nil),   // 7: causeway.peer.v1.Replicate
-	(*RemoteWrite)(nil), // 8: causeway.peer.v1.RemoteWrite
+	(*Dependency)(nil),  // 3: causeway.peer.v1.Dependency
+	(*Condition)(nil),   // 4: causeway.peer.v1.Condition
+	(*Collect)(nil),     // 5: causeway.peer.v1.Collect
+	(*DigestCheck)(nil), // 6: causeway.peer.v1.DigestCheck
+	(*Close)(nil),       // 7: causeway.peer.v1.Close
+	(*Replicate)(nil),   // 8: causeway.peer.v1.Replicate
+	(*RemoteWrite)(nil), // 9: causeway.peer.v1.RemoteWrite
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
 	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
-	4, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
-	5, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
-	6, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
-	7, // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
-	3, // 5: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	0, // 6: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	8, // 7: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	5, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
+	6, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
+	7, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
+	8, // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
+	4, // 5: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	3, // 6: causeway.peer.v1.Write.deps:type_name -> causeway.peer.v1.Dependency
+	0, // 7: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	9, // 8: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -821,14 +922,14 @@ func file_peer_v1_command_proto_init() {
 		(*Command_Close)(nil),
 		(*Command_Replicate)(nil),
 	}
-	file_peer_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
+	file_peer_v1_command_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
