@@ -163,8 +163,9 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	defer c.mu.Unlock()
 	sess := c.mu.session
 	// Keys without a floor of their own all get the same part (MaxHLC,
-	// Fallback, every shard floor of the keyspace): reuse its encoding
-	// while none of those changed.
+	// the fallbacks, every shard floor of the keyspace): reuse its
+	// encoding while none of those changed (ShardGeneration counts
+	// changes of shard floors and fallbacks).
 	floorless := true
 	for _, k := range keys {
 		if sess.HasKeyFloor(keyspace, k) {
@@ -174,14 +175,14 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	}
 	rc := &c.mu.readTok
 	if floorless && rc.tok != nil && rc.keyspace == keyspace && rc.gen == sess.ShardGeneration() &&
-		rc.maxHLC == sess.MaxHLC && rc.fallback == sess.Fallback {
+		rc.maxHLC == sess.MaxHLC {
 		return &kvv1.RequestHeader{Keyspace: keyspace, Session: rc.tok}
 	}
 	// Without the key's shard, ForRead includes every shard floor of the
 	// keyspace (at most its shard count).
 	tok := sess.ForRead(keyspace, keys, nil).Encode()
 	if floorless {
-		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, fallback: sess.Fallback, tok: tok}
+		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, tok: tok}
 	}
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: tok}
 }
@@ -189,10 +190,10 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 // readTokCache is the encoded read part of the session for keys without
 // a key floor; the token bytes are shared by requests and never modified.
 type readTokCache struct {
-	keyspace         string
-	gen              uint64
-	maxHLC, fallback uint64
-	tok              []byte
+	keyspace string
+	gen      uint64
+	maxHLC   uint64
+	tok      []byte
 }
 
 // scanHeader returns the request header of a scan of [start, end).
@@ -204,12 +205,25 @@ func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHea
 }
 
 // writeHeader returns the request header of a mutation: it carries the
-// largest HLC the session saw, which the new version will exceed.
-func (c *Client) writeHeader(keyspace string) *kvv1.RequestHeader {
+// largest HLC the session saw, which the new version will exceed, and the
+// session's dependencies, which the write will carry to other sites. It
+// also returns that part, for writeDone.
+func (c *Client) writeHeader(keyspace string) (*kvv1.RequestHeader, *causal.Session) {
 	c.mu.Lock()
 	part := c.mu.session.ForWrite()
 	c.mu.Unlock()
-	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
+	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}, part
+}
+
+// writeDone drops the dependencies a successful write carried: the
+// session now depends on the write instead (its reply, merged, added it).
+func (c *Client) writeDone(sent *causal.Session) {
+	if sent == nil {
+		return
+	}
+	c.mu.Lock()
+	c.mu.session.DropDeps(sent)
+	c.mu.Unlock()
 }
 
 // mergeReply folds what a reply observed into the session. A reply without

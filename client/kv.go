@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/causeway-db/causeway/internal/causal"
 	"iter"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -28,8 +29,9 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 	o := c.options(opts)
 	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
 	var resp *kvv1.PutResponse
+	var sent *causal.Session
 	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header = c.writeHeader(o.keyspace)
+		req.Header, sent = c.writeHeader(o.keyspace)
 		resp, err = kv.Put(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -38,6 +40,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 	}
 	v := fromProtoVersion(resp.GetVersion())
 	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
+	c.writeDone(sent)
 	return v, nil
 }
 
@@ -66,8 +69,9 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 	o := c.options(opts)
 	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
 	var resp *kvv1.DeleteResponse
+	var sent *causal.Session
 	err = c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header = c.writeHeader(o.keyspace)
+		req.Header, sent = c.writeHeader(o.keyspace)
 		resp, err = kv.Delete(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -76,6 +80,7 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 	}
 	v = fromProtoVersion(resp.GetVersion())
 	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
+	c.writeDone(sent)
 	return v, resp.GetExisted(), nil
 }
 
@@ -243,8 +248,9 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 		return Version{}, fmt.Errorf("client: compare-and-swap: %w", invalidArgument("no expectation: use ExpectVersion with a non-zero version, or ExpectAbsent"))
 	}
 	var resp *kvv1.CompareAndSwapResponse
+	var sent *causal.Session
 	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header = c.writeHeader(o.keyspace)
+		req.Header, sent = c.writeHeader(o.keyspace)
 		resp, err = kv.CompareAndSwap(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -257,6 +263,7 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 	}
 	v := fromProtoVersion(resp.GetVersion())
 	c.mergeReply(resp.GetHeader(), o.keyspace, observed{key, v})
+	c.writeDone(sent)
 	return v, nil
 }
 

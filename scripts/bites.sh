@@ -14,9 +14,12 @@ BITES=(
   "read-barrier|./internal/clustertest|^TestDeposedLeaderServesNoStaleStrongRead\$"
   "floor-wait|./internal/clustertest|^TestReadYourWritesThroughFollowers\$"
   "floor-wait|./internal/clustertest|^TestMonotonicReadsAfterTrim\$"
+  "floor-wait|./internal/clustertest|^TestInjectedRemoteWrites\$"
   "wal-sync|./internal/server|^TestCrashImages\$"
   "wal-sync|./internal/wal|^TestCrashImagesKeepAcknowledgedEntries\$"
   "snapshot-sync|./internal/server|^TestCrashImages\$"
+  "causal-floor|./internal/clustertest|^TestCrossSessionCausality\$"
+  "causal-floor|./internal/clustertest|^TestRandomizedCausal\$"
 )
 
 want=("$@")

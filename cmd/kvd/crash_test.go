@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,23 +62,42 @@ func freeAddr(t *testing.T) string {
 type proc struct {
 	cmd              *exec.Cmd
 	clientAddr, http string
+	log              string
+	exited           chan struct{} // closed when the process ended; err is then its exit
+	err              error
 }
 
 // startKVD runs kvd on dataDir and waits until /readyz answers 200.
 func startKVD(t *testing.T, dataDir string) *proc {
 	t.Helper()
+	return startKVDLimited(t, dataDir, 0)
+}
+
+// startKVDLimited is startKVD with the size of any file kvd writes limited
+// to fileKB kilobytes (RLIMIT_FSIZE, through the shell's ulimit; 0: no
+// limit): a write past it fails with EFBIG, like a full disk.
+func startKVDLimited(t *testing.T, dataDir string, fileKB int) *proc {
+	t.Helper()
 	p := &proc{clientAddr: freeAddr(t), http: freeAddr(t)}
-	p.cmd = exec.Command(kvdBinary, "--data-dir", dataDir, "--client-addr", p.clientAddr, "--http-addr", p.http,
-		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn")
+	args := []string{"--data-dir", dataDir, "--client-addr", p.clientAddr, "--http-addr", p.http,
+		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn"}
+	if fileKB > 0 {
+		p.cmd = exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -f %d && exec "$0" "$@"`, fileKB), kvdBinary}, args...)...)
+	} else {
+		p.cmd = exec.Command(kvdBinary, args...)
+	}
 	logf, err := os.Create(filepath.Join(t.TempDir(), "kvd.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.log = logf.Name()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _, _ = p.cmd.Process.Wait() })
+	p.exited = make(chan struct{})
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
 	err = poll.Every(20*time.Millisecond).Wait(30*time.Second, func() error {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err != nil {
@@ -169,7 +191,7 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = p.cmd.Process.Wait()
+	<-p.exited
 	cancel()
 	wg.Wait()
 
@@ -201,7 +223,73 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := p2.cmd.Wait(); err != nil {
-		t.Fatalf("kvd exit after SIGTERM: %v", err)
+	<-p2.exited
+	if p2.err != nil {
+		t.Fatalf("kvd exit after SIGTERM: %v", p2.err)
 	}
+}
+
+// TestStorageFailureExitsNonZero: kvd runs with every file it writes
+// limited in size, as on a disk that fills up, and clients write 256 KiB
+// values until the state database cannot grow. kvd exits non-zero with a
+// message that names the failure, within a minute, without acknowledging
+// the write that failed; restarted without the limit, it serves every
+// acknowledged write.
+func TestStorageFailureExitsNonZero(t *testing.T) {
+	dataDir := t.TempDir()
+	// 80 MiB: the 64 MiB write-ahead log segments and the initial 16 MiB
+	// databases fit; the state database's growth to 128 MiB does not.
+	p := startKVDLimited(t, dataDir, 80<<10)
+	kv := dial(t, p.clientAddr)
+	value := make([]byte, 256<<10)
+	var acked []string
+	var lastErr error
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; time.Now().Before(deadline); i++ {
+		key := fmt.Sprintf("big/%05d", i)
+		copy(value, key)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := kv.Put(ctx, &kvv1.PutRequest{Key: []byte(key), Value: value})
+		cancel()
+		if err != nil {
+			lastErr = err
+			break
+		}
+		acked = append(acked, key)
+	}
+	if lastErr == nil {
+		t.Fatalf("%d puts of 256 KiB never failed", len(acked))
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("kvd still runs a minute after a failed write (%v)", lastErr)
+	}
+	logs, _ := os.ReadFile(p.log)
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("kvd exited with %v, want a non-zero status\n%s", p.err, logs)
+	}
+	if !strings.Contains(string(logs), "file too large") {
+		t.Fatalf("kvd's output does not name the failure:\n%s", logs)
+	}
+	t.Logf("after %d acknowledged puts, kvd exited with status %d: %s", len(acked), exit.ExitCode(), lastLine(logs))
+
+	p2 := startKVD(t, dataDir)
+	kv2 := dial(t, p2.clientAddr)
+	for _, key := range acked {
+		resp, err := kv2.Get(context.Background(), &kvv1.GetRequest{Key: []byte(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Found || !bytes.HasPrefix(resp.Value, []byte(key)) || len(resp.Value) != len(value) {
+			t.Fatalf("%s: acknowledged, after the restart found=%v (%d bytes)", key, resp.Found, len(resp.Value))
+		}
+	}
+}
+
+// lastLine returns the last non-empty line of b.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }

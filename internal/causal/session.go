@@ -31,43 +31,68 @@ var ErrMalformedToken = errors.New("causal: malformed session token")
 //
 //   - per-key floors: the newest version the session observed of each
 //     recently accessed key, with the shard the key belongs to;
-//   - per-shard floors: for each (keyspace, shard), the largest HLC of a
-//     version of that shard the session observed but no longer keeps a key
-//     floor for. Versions of one shard grow strictly with its raft log, so a
-//     replica that applied a version with HLC h applied every earlier
-//     version of the shard: one HLC per shard covers any number of keys;
-//   - Fallback: the largest shard floor dropped because the session held
-//     more than MaxShardFloors. A shard without a floor of its own must have
-//     applied Fallback, or be read on its leader after a read barrier;
-//   - MaxHLC: the largest HLC observed, which every later write exceeds.
+//   - per-shard floors, per origin: for each (keyspace, shard, origin site),
+//     the largest HLC of a version of that shard written at that origin the
+//     session observed but no longer keeps a key floor for. The versions one
+//     origin writes to a shard are applied in the origin's order with
+//     growing HLCs (remote writes arrive with older HLCs than local ones, so
+//     HLCs of different origins interleave): a replica whose progress for
+//     the origin reached h applied every earlier version of that origin in
+//     the shard, and one HLC per (shard, origin) covers any number of keys;
+//   - fallbacks, per origin: the largest shard floor of each origin dropped
+//     because the session held more than MaxShardFloors. A shard without a
+//     floor of its own for an origin must have applied that origin's
+//     fallback, or be read on its leader after a read barrier;
+//   - MaxHLC: the largest HLC observed, which every later write exceeds;
+//   - dependencies: what the session's next write depends on, per
+//     (keyspace, shard, origin): the newest version of each it saw since
+//     its last write, and that write (nearest dependencies). A write
+//     carries them, so that another site applies it only after them. A
+//     dependency with shard UnknownShard covers every shard of its
+//     keyspace (what MaxShardFloors dependencies fold into).
 //
-// The floor of a key k of shard s is max(key floor of k, floor of s); it
-// never decreases (see Floor). The zero Session is empty and ready to use;
+// The floor of a key k of shard s is, for each origin o, the max of k's
+// floor (if its version is o's) and s's floor for o; it never decreases
+// (see Floor). Origin "" stands for the site serving the read: floors of
+// format-1 and format-2 tokens, written before sites had origins, have it. The zero Session is empty and ready to use;
 // Session is not safe for concurrent use.
 type Session struct {
 	// MaxHLC is the largest HLC the session observed (read or written).
 	MaxHLC uint64
-	// Fallback is the floor of every shard that has no floor of its own
-	// (zero: none).
-	Fallback uint64
 	// Partial marks a session narrowed to what one request needs (see
 	// ForRead, ForScan, ForWrite). A server answers a partial session with
 	// only what the request observed, for the client to merge; it answers a
 	// full session with the whole updated session.
 	Partial bool
 
-	keys   map[string]keyFloor
-	shards map[ShardRef]uint64
+	keys     map[string]keyFloor
+	shards   map[ShardRef]uint64
+	fallback map[string]uint64 // origin → floor of shards without one of their own
+	deps     map[ShardRef]uint64
 
 	scratch []trimEntry // reused by trim
 
-	shardGen uint64 // counts changes of shards
+	shardGen uint64 // counts changes of shards and fallbacks
 }
 
-// ShardRef names one shard of a keyspace.
+// ShardRef names one origin's writes to one shard of a keyspace: the unit
+// a shard floor covers.
 type ShardRef struct {
 	Keyspace string
 	Shard    uint32
+	Origin   string
+}
+
+// Floor is what a replica must have applied of one origin's writes to a
+// shard before it serves a read: every version of that origin with an HLC
+// up to HLC. Fallback marks a floor the shard may never reach (the
+// origin's newest version there can be older): a replica that has not
+// applied it leaves the read to the shard leader, which serves it after a
+// read barrier. Origin "" is the site serving the read.
+type Floor struct {
+	Origin   string
+	HLC      uint64
+	Fallback bool
 }
 
 type keyFloor struct {
@@ -97,7 +122,98 @@ func (s *Session) Len() (keys, shards int) { return len(s.keys), len(s.shards) }
 
 // IsEmpty reports whether the session holds no floor.
 func (s *Session) IsEmpty() bool {
-	return s == nil || (s.MaxHLC == 0 && s.Fallback == 0 && len(s.keys) == 0 && len(s.shards) == 0)
+	return s == nil || (s.MaxHLC == 0 && len(s.fallback) == 0 && len(s.keys) == 0 && len(s.shards) == 0 && len(s.deps) == 0)
+}
+
+// Dependency is one entry of a session's dependencies: the next write
+// depends on every write of Origin to (Keyspace, Shard) up to HLC.
+type Dependency struct {
+	Ref ShardRef
+	HLC uint64
+}
+
+// Deps appends the session's dependencies to dst, in a stable order.
+func (s *Session) Deps(dst []Dependency) []Dependency {
+	start := len(dst)
+	for r, h := range s.deps {
+		dst = append(dst, Dependency{r, h})
+	}
+	slices.SortFunc(dst[start:], func(a, b Dependency) int { return compareRefs(a.Ref, b.Ref) })
+	return dst
+}
+
+// raiseDep raises the dependency on r to hlc.
+func (s *Session) raiseDep(r ShardRef, hlc uint64) {
+	if hlc == 0 || hlc <= s.deps[r] || hlc <= s.deps[ShardRef{r.Keyspace, UnknownShard, r.Origin}] {
+		return
+	}
+	if s.deps == nil {
+		s.deps = make(map[ShardRef]uint64)
+	}
+	s.deps[r] = hlc
+	if r.Shard == UnknownShard {
+		// It covers the keyspace's dependencies on the same origin below it.
+		for d, h := range s.deps {
+			if d != r && d.Keyspace == r.Keyspace && d.Origin == r.Origin && h <= hlc {
+				delete(s.deps, d)
+			}
+		}
+	}
+	if len(s.deps) > MaxShardFloors {
+		// Fold every dependency of the largest keyspace and origin into one
+		// covering all its shards.
+		counts := map[ShardRef]int{}
+		var top ShardRef
+		for d := range s.deps {
+			k := ShardRef{d.Keyspace, UnknownShard, d.Origin}
+			if counts[k]++; counts[k] > counts[top] {
+				top = k
+			}
+		}
+		for d, h := range s.deps {
+			if d.Keyspace == top.Keyspace && d.Origin == top.Origin {
+				delete(s.deps, d)
+				s.deps[top] = max(s.deps[top], h)
+			}
+		}
+	}
+}
+
+// DropDeps removes the dependencies that sent (the part of the session a
+// write carried) covers: the write depends on them, and the session now
+// depends on the write instead. Dependencies raised since are kept.
+func (s *Session) DropDeps(sent *Session) {
+	for r, h := range sent.deps {
+		if s.deps[r] <= h {
+			delete(s.deps, r)
+		}
+	}
+}
+
+// ObserveWrite records that the session wrote version v of key (in
+// shard): a floor, and, for a whole session (not a narrowed one, whose
+// client drops what the write carried itself, see DropDeps), dependencies
+// reduced to that write.
+func (s *Session) ObserveWrite(keyspace string, key []byte, shard uint32, v Version) {
+	if !s.Partial {
+		clear(s.deps)
+	}
+	s.ObserveShard(keyspace, key, shard, v)
+}
+
+// Fallback returns the fallback floor of origin (zero: none).
+func (s *Session) Fallback(origin string) uint64 { return s.fallback[origin] }
+
+// raiseFallback raises origin's fallback floor to hlc.
+func (s *Session) raiseFallback(origin string, hlc uint64) {
+	if hlc == 0 || hlc <= s.fallback[origin] {
+		return
+	}
+	if s.fallback == nil {
+		s.fallback = make(map[string]uint64)
+	}
+	s.fallback[origin] = hlc
+	s.shardGen++
 }
 
 // Observe records that the session saw version v of key, whose shard is
@@ -114,19 +230,27 @@ func (s *Session) ObserveShard(keyspace string, key []byte, shard uint32, v Vers
 	}
 	s.observeHLC(v.HLC)
 	s.putKey(FloorKey(keyspace, key), keyspace, shard, v)
+	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trim()
 }
 
-// ObserveShardHLC records that the session saw a version with HLC hlc of
-// some key of the shard, without keeping a key floor for it (for example
-// the items of a scan).
-func (s *Session) ObserveShardHLC(keyspace string, shard uint32, hlc uint64) {
-	if hlc == 0 {
+// ObserveShardVersion records that the session saw version v of some key
+// of the shard, without keeping a key floor for it (for example the items
+// of a scan).
+func (s *Session) ObserveShardVersion(keyspace string, shard uint32, v Version) {
+	if v.HLC == 0 {
 		return
 	}
-	s.observeHLC(hlc)
-	s.raiseShard(ShardRef{keyspace, shard}, hlc)
+	s.observeHLC(v.HLC)
+	s.raiseShard(ShardRef{keyspace, shard, v.Site}, v.HLC)
+	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trimShards()
+}
+
+// ObserveShardHLC is ObserveShardVersion for a version of origin "" (the
+// site serving the reads).
+func (s *Session) ObserveShardHLC(keyspace string, shard uint32, hlc uint64) {
+	s.ObserveShardVersion(keyspace, shard, Version{HLC: hlc})
 }
 
 // ObserveHLC raises MaxHLC to hlc.
@@ -152,7 +276,7 @@ func (s *Session) putKey(fk, keyspace string, shard uint32, v Version) {
 		s.keys[fk] = cur
 		return
 	}
-	if shard != UnknownShard && v.HLC <= s.shardFloor(ShardRef{keyspace, shard}) {
+	if shard != UnknownShard && v.HLC <= s.shardFloor(ShardRef{keyspace, shard, v.Site}) {
 		return
 	}
 	if s.keys == nil {
@@ -172,8 +296,8 @@ func (s *Session) raiseShard(r ShardRef, hlc uint64) {
 	s.shardGen++
 }
 
-// ShardGeneration changes whenever a shard floor is raised or dropped. With
-// MaxHLC and Fallback it identifies the part ForRead returns for keys
+// ShardGeneration changes whenever a shard floor or a fallback is raised
+// or dropped. With MaxHLC it identifies the part ForRead returns for keys
 // without a key floor, so callers may cache its encoding.
 func (s *Session) ShardGeneration() uint64 { return s.shardGen }
 
@@ -183,27 +307,29 @@ func (s *Session) HasKeyFloor(keyspace string, key []byte) bool {
 	return ok
 }
 
-// shardFloor is the floor of shard r: its own, or Fallback.
+// shardFloor is the floor of shard r: its own, or its origin's fallback.
 func (s *Session) shardFloor(r ShardRef) uint64 {
+	fb := s.fallback[r.Origin]
 	if f, ok := s.shards[r]; ok {
-		return max(f, s.Fallback)
+		return max(f, fb)
 	}
-	return s.Fallback
+	return fb
 }
 
 // Floor returns the version a replica must have applied of key before it
 // may answer this session's read, and whether the session has one. The
-// returned version is the key's own floor, or, when the shard's floor
-// (or Fallback) is larger, a version carrying that HLC and no site. Floor
-// never decreases as the session observes more.
+// returned version is the key's own floor, or, when the floor of the
+// key's shard for the same origin (or that origin's fallback) is larger, a
+// version of that origin carrying that HLC. Floor never decreases as the
+// session observes more.
 func (s *Session) Floor(keyspace string, key []byte) (Version, bool) {
 	kf, ok := s.keys[FloorKey(keyspace, key)]
 	if !ok {
 		return Version{}, false
 	}
 	if kf.shard != UnknownShard {
-		if sf := s.shardFloor(ShardRef{keyspace, kf.shard}); sf > kf.v.HLC {
-			return Version{HLC: sf}, true
+		if sf := s.shardFloor(ShardRef{keyspace, kf.shard, kf.v.Site}); sf > kf.v.HLC {
+			return Version{HLC: sf, Site: kf.v.Site}, true
 		}
 	}
 	return kf.v, true
@@ -218,45 +344,94 @@ func (s *Session) KeyShard(keyspace string, key []byte) (uint32, bool) {
 	return kf.shard, true
 }
 
-// ReadFloor returns the HLC a replica of shard (the shard of key) must have
-// applied before it serves this session's read of key: the larger of the
-// key's floor and the shard's floor, zero for none. fallback reports that
-// the floor is the session's Fallback, which the shard may never reach
-// (its newest version can be older): a replica that has not applied it
-// must leave the read to the shard leader, which serves it after a read
-// barrier.
-func (s *Session) ReadFloor(keyspace string, key []byte, shard uint32) (hlc uint64, fallback bool) {
-	r := ShardRef{keyspace, shard}
-	sf, own := s.shards[r]
-	hlc = sf
-	if kf, ok := s.keys[FloorKey(keyspace, key)]; ok && kf.v.HLC > hlc {
-		hlc = kf.v.HLC
+// ReadFloors appends to dst the floors a replica of shard (the shard of
+// key) must have applied before it serves this session's read of key, at
+// most one per origin: for each origin, the larger of the key's floor (for
+// the origin of its version) and the shard's floor for that origin, or
+// that origin's fallback when the shard has no floor of its own for it.
+// MaxHLC is not included (see router: it is a floor of the serving site).
+func (s *Session) ReadFloors(dst []Floor, keyspace string, key []byte, shard uint32) []Floor {
+	start := len(dst)
+	for r, f := range s.shards {
+		if r.Shard == shard && r.Keyspace == keyspace {
+			dst = raiseFloor(dst, start, Floor{Origin: r.Origin, HLC: f})
+		}
 	}
-	if !own && s.Fallback > hlc {
-		return s.Fallback, true
+	if kf, ok := s.keys[FloorKey(keyspace, key)]; ok {
+		dst = raiseFloor(dst, start, Floor{Origin: kf.v.Site, HLC: kf.v.HLC})
 	}
-	return hlc, false
+	return s.addFallbacks(dst, start, keyspace, shard)
 }
 
-// ShardReadFloor is ReadFloor for a read of a whole shard (a scan): the
-// shard floor, raised by the floors of the keys of the shard in
+// ShardReadFloors is ReadFloors for a read of a whole shard (a scan): the
+// shard's floors, raised by the floors of the keys of the shard in
 // [start, end) (an empty end is unbounded).
-func (s *Session) ShardReadFloor(keyspace string, shard uint32, start, end []byte, shardOf func(key []byte) uint32) (hlc uint64, fallback bool) {
-	sf, own := s.shards[ShardRef{keyspace, shard}]
-	hlc = sf
+func (s *Session) ShardReadFloors(dst []Floor, keyspace string, shard uint32, start, end []byte, shardOf func(key []byte) uint32) []Floor {
+	first := len(dst)
+	for r, f := range s.shards {
+		if r.Shard == shard && r.Keyspace == keyspace {
+			dst = raiseFloor(dst, first, Floor{Origin: r.Origin, HLC: f})
+		}
+	}
 	for fk, kf := range s.keys {
 		ks, key := splitFloorKey(fk)
-		if ks != keyspace || kf.v.HLC <= hlc || key < string(start) || (len(end) > 0 && key >= string(end)) {
+		if ks != keyspace || key < string(start) || (len(end) > 0 && key >= string(end)) {
 			continue
 		}
 		if kf.shard == shard || (kf.shard == UnknownShard && shardOf([]byte(key)) == shard) {
-			hlc = kf.v.HLC
+			dst = raiseFloor(dst, first, Floor{Origin: kf.v.Site, HLC: kf.v.HLC})
 		}
 	}
-	if !own && s.Fallback > hlc {
-		return s.Fallback, true
+	return s.addFallbacks(dst, first, keyspace, shard)
+}
+
+// addFallbacks raises, in dst[start:], the floor of each origin that has
+// a fallback and no shard floor of its own on (keyspace, shard).
+func (s *Session) addFallbacks(dst []Floor, start int, keyspace string, shard uint32) []Floor {
+	for origin, fb := range s.fallback {
+		if _, own := s.shards[ShardRef{keyspace, shard, origin}]; own {
+			continue
+		}
+		dst = raiseFloor(dst, start, Floor{Origin: origin, HLC: fb, Fallback: true})
 	}
-	return hlc, false
+	return dst
+}
+
+// raiseFloor raises the floor of f.Origin in dst[start:] to f, adding it
+// when absent. A floor raised by a fallback is a fallback floor.
+func raiseFloor(dst []Floor, start int, f Floor) []Floor {
+	for i := start; i < len(dst); i++ {
+		if dst[i].Origin == f.Origin {
+			if f.HLC > dst[i].HLC {
+				dst[i] = f
+			}
+			return dst
+		}
+	}
+	return append(dst, f)
+}
+
+// ReadFloor returns the largest of ReadFloors' floors and whether it is a
+// fallback floor: the whole floor of a session whose versions all come
+// from one origin.
+func (s *Session) ReadFloor(keyspace string, key []byte, shard uint32) (hlc uint64, fallback bool) {
+	var buf [4]Floor
+	return largest(s.ReadFloors(buf[:0], keyspace, key, shard))
+}
+
+// ShardReadFloor is ReadFloor for a scan (see ShardReadFloors).
+func (s *Session) ShardReadFloor(keyspace string, shard uint32, start, end []byte, shardOf func(key []byte) uint32) (hlc uint64, fallback bool) {
+	var buf [4]Floor
+	return largest(s.ShardReadFloors(buf[:0], keyspace, shard, start, end, shardOf))
+}
+
+func largest(fs []Floor) (hlc uint64, fallback bool) {
+	for _, f := range fs {
+		if f.HLC > hlc {
+			hlc, fallback = f.HLC, f.Fallback
+		}
+	}
+	return hlc, fallback
 }
 
 // Merge folds another session into s (for example the reply of a call, or
@@ -266,8 +441,11 @@ func (s *Session) Merge(o *Session) {
 		return
 	}
 	s.observeHLC(o.MaxHLC)
-	if o.Fallback > s.Fallback {
-		s.Fallback = o.Fallback
+	for origin, fb := range o.fallback {
+		s.raiseFallback(origin, fb)
+	}
+	for r, h := range o.deps {
+		s.raiseDep(r, h)
 	}
 	for r, f := range o.shards {
 		s.raiseShard(r, f)
@@ -304,13 +482,11 @@ func (s *Session) trim() {
 	for _, e := range all[:drop] {
 		delete(s.keys, e.k)
 		if e.f.shard == UnknownShard {
-			if e.f.v.HLC > s.Fallback {
-				s.Fallback = e.f.v.HLC
-			}
+			s.raiseFallback(e.f.v.Site, e.f.v.HLC)
 			continue
 		}
 		ks, _ := splitFloorKey(e.k)
-		s.raiseShard(ShardRef{ks, e.f.shard}, e.f.v.HLC)
+		s.raiseShard(ShardRef{ks, e.f.shard, e.f.v.Site}, e.f.v.HLC)
 	}
 	clear(all)
 	s.scratch = all[:0]
@@ -318,7 +494,7 @@ func (s *Session) trim() {
 }
 
 // trimShards keeps the session within MaxShardFloors shard floors by
-// folding the oldest quarter into Fallback.
+// folding the oldest quarter into their origins' fallbacks.
 func (s *Session) trimShards() {
 	if len(s.shards) <= MaxShardFloors {
 		return
@@ -335,15 +511,17 @@ func (s *Session) trimShards() {
 	for _, x := range all[:len(all)-MaxShardFloors*3/4] {
 		delete(s.shards, x.r)
 		s.shardGen++
-		if x.f > s.Fallback {
-			s.Fallback = x.f
-		}
+		s.raiseFallback(x.r.Origin, x.f)
 	}
 }
 
 // Clone returns a deep copy of s.
 func (s *Session) Clone() *Session {
-	c := &Session{MaxHLC: s.MaxHLC, Fallback: s.Fallback, Partial: s.Partial}
+	c := &Session{MaxHLC: s.MaxHLC, Partial: s.Partial}
+	c.copyFallbacks(s)
+	for r, h := range s.deps {
+		c.raiseDep(r, h)
+	}
 	if len(s.keys) > 0 {
 		c.keys = make(map[string]keyFloor, len(s.keys))
 		for k, v := range s.keys {
@@ -360,14 +538,17 @@ func (s *Session) Clone() *Session {
 }
 
 // ForRead returns the part of s a server needs to serve a read of keys of
-// keyspace (a Get, BatchGet or History): MaxHLC, Fallback, the floors of
-// those keys, and the floors of their shards. shardOf maps a key to its
-// shard when the caller knows the keyspace's shard count; with a nil
-// shardOf, or for a key it cannot place, every shard floor of the keyspace
-// is included.
+// keyspace (a Get, BatchGet or History): MaxHLC, the fallbacks, the floors
+// of those keys, and the floors of their shards (every origin's). shardOf
+// maps a key to its shard when the caller knows the keyspace's shard
+// count; with a nil shardOf, or for a key it cannot place, every shard
+// floor of the keyspace is included.
 func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byte) (uint32, bool)) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Fallback: s.Fallback, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	out.copyFallbacks(s)
 	allShards := false
+	var want [8]uint32
+	shards := want[:0]
 	for _, k := range keys {
 		fk := FloorKey(keyspace, k)
 		kf, hasKey := s.keys[fk]
@@ -387,22 +568,30 @@ func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byt
 			allShards = true
 			continue
 		}
-		r := ShardRef{keyspace, sh}
-		if f, ok := s.shards[r]; ok {
-			out.raiseShard(r, f)
+		if !slices.Contains(shards, sh) {
+			shards = append(shards, sh)
 		}
 	}
 	if allShards {
 		s.copyShards(out, keyspace)
+		return out
+	}
+	if len(shards) > 0 {
+		for r, f := range s.shards {
+			if r.Keyspace == keyspace && slices.Contains(shards, r.Shard) {
+				out.raiseShard(r, f)
+			}
+		}
 	}
 	return out
 }
 
 // ForScan returns the part of s a server needs to serve a scan of
-// [start, end) of keyspace: MaxHLC, Fallback, the key floors in the range
-// and every shard floor of the keyspace.
+// [start, end) of keyspace: MaxHLC, the fallbacks, the key floors in the
+// range and every shard floor of the keyspace.
 func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Fallback: s.Fallback, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	out.copyFallbacks(s)
 	for fk, kf := range s.keys {
 		ks, key := splitFloorKey(fk)
 		if ks != keyspace || key < string(start) || (len(end) > 0 && key >= string(end)) {
@@ -417,8 +606,15 @@ func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
 	return out
 }
 
-// ForWrite returns the part of s a server needs to serve a write: MaxHLC.
-func (s *Session) ForWrite() *Session { return &Session{MaxHLC: s.MaxHLC, Partial: true} }
+// ForWrite returns the part of s a server needs to serve a write: MaxHLC
+// and the dependencies.
+func (s *Session) ForWrite() *Session {
+	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	for r, h := range s.deps {
+		out.raiseDep(r, h)
+	}
+	return out
+}
 
 func (s *Session) copyShards(out *Session, keyspace string) {
 	for r, f := range s.shards {
@@ -426,4 +622,21 @@ func (s *Session) copyShards(out *Session, keyspace string) {
 			out.raiseShard(r, f)
 		}
 	}
+}
+
+func (s *Session) copyFallbacks(from *Session) {
+	for origin, fb := range from.fallback {
+		s.raiseFallback(origin, fb)
+	}
+}
+
+// compareRefs orders shard refs by keyspace, shard and origin.
+func compareRefs(a, b ShardRef) int {
+	if c := strings.Compare(a.Keyspace, b.Keyspace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Shard, b.Shard); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Origin, b.Origin)
 }

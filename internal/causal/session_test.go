@@ -167,8 +167,12 @@ func TestTokenRoundTripAndNarrowing(t *testing.T) {
 	if k, sh := part.Len(); k != 0 || sh != 1 {
 		t.Fatalf("narrowed read carries %d key and %d shard floors", k, sh)
 	}
-	if w := s.ForWrite(); w.MaxHLC != s.MaxHLC || len(w.Encode()) > 20 {
-		t.Fatalf("write token %d bytes", len(w.Encode()))
+	// A write carries MaxHLC and the dependencies: one per (keyspace,
+	// shard, origin) read since the last write, here 2 keyspaces × 16
+	// shards, and one for all of ks0 (the unplaced key, newer than every
+	// other version of ks0), none of the floors.
+	if w := s.ForWrite(); w.MaxHLC != s.MaxHLC || len(w.Deps(nil)) != 33 || len(w.Encode()) > 33*16 {
+		t.Fatalf("write token %d bytes, %d dependencies", len(w.Encode()), len(w.Deps(nil)))
 	}
 }
 
@@ -178,7 +182,7 @@ func TestDecodeFormat1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := s.Floor("default", []byte("a")); !ok || v != (Version{10, "s1"}) || s.MaxHLC != 30 || s.Fallback != 0 {
+	if v, ok := s.Floor("default", []byte("a")); !ok || v != (Version{10, "s1"}) || s.MaxHLC != 30 || s.Fallback("") != 0 {
 		t.Fatalf("decoded %+v", s)
 	}
 	if hlc, fb := s.ReadFloor("default", []byte("a"), 3); hlc != 10 || fb {

@@ -1,7 +1,6 @@
 package causal
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,22 +9,28 @@ import (
 	"strings"
 )
 
-// Token layout, format 2 (integers are unsigned varints unless noted):
+// Token layout, format 3 (integers are unsigned varints unless noted):
 //
-//	magic 'C' 'S' | format 2 | flags (1 byte; bit 0: partial) | maxHLC | fallback | k = number of keyspaces |
+//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial) | maxHLC |
+//	f = fallbacks, f × (origin len, origin, hlc) |
+//	d = dependencies, d × (keyspace len, keyspace, shard+1 or 0 for every shard, origin len, origin, hlc) |
+//	k = number of keyspaces |
 //	k × ( keyspace len, keyspace |
-//	      n = shard floors, n × (shard, hlc) |
+//	      n = shard floors, n × (shard, origin len, origin, hlc) |
 //	      m = key floors, m × (key len, key, shard+1 or 0 if unknown, hlc, site len, site) ) |
 //	crc32c (4 bytes BE) of everything before
 //
-// Keyspaces, shards and keys appear in ascending order, so equal sessions
-// encode to equal tokens. Format 1 (maxHLC, then keyspace-qualified key
-// floors without shards) is still decoded.
+// Origins, keyspaces, shards and keys appear in ascending order, so equal
+// sessions encode to equal tokens. Format 2 (one fallback and shard
+// floors without an origin) and format 1 (maxHLC, then keyspace-qualified
+// key floors without shards) are still decoded; their fallback and shard
+// floors get origin "" (the site serving the read).
 const (
 	tokenMagic0   = 'C'
 	tokenMagic1   = 'S'
 	tokenFormat1  = 1
-	tokenFormat   = 2
+	tokenFormat2  = 2
+	tokenFormat   = 3
 	maxSiteBytes  = 255
 	maxKeyspaceNm = 255
 
@@ -55,12 +60,7 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	for r := range s.shards {
 		shards = append(shards, r)
 	}
-	slices.SortFunc(shards, func(a, b ShardRef) int {
-		if c := strings.Compare(a.Keyspace, b.Keyspace); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Shard, b.Shard)
-	})
+	slices.SortFunc(shards, compareRefs)
 	// The keyspaces, in order.
 	var kss []string
 	for _, r := range shards {
@@ -82,7 +82,28 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	}
 	b = append(b, tokenMagic0, tokenMagic1, tokenFormat, flags)
 	b = binary.AppendUvarint(b, s.MaxHLC)
-	b = binary.AppendUvarint(b, s.Fallback)
+	origins := make([]string, 0, len(s.fallback))
+	for o := range s.fallback {
+		origins = append(origins, o)
+	}
+	slices.Sort(origins)
+	b = binary.AppendUvarint(b, uint64(len(origins)))
+	for _, o := range origins {
+		b = appendString(b, o)
+		b = binary.AppendUvarint(b, s.fallback[o])
+	}
+	deps := s.Deps(nil)
+	b = binary.AppendUvarint(b, uint64(len(deps)))
+	for _, d := range deps {
+		b = appendString(b, d.Ref.Keyspace)
+		if d.Ref.Shard == UnknownShard {
+			b = append(b, 0)
+		} else {
+			b = binary.AppendUvarint(b, uint64(d.Ref.Shard)+1)
+		}
+		b = appendString(b, d.Ref.Origin)
+		b = binary.AppendUvarint(b, d.HLC)
+	}
 	b = binary.AppendUvarint(b, uint64(len(kss)))
 	for _, ks := range kss {
 		b = appendString(b, ks)
@@ -93,6 +114,7 @@ func (s *Session) AppendEncode(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(n))
 		for _, r := range shards[:n] {
 			b = binary.AppendUvarint(b, uint64(r.Shard))
+			b = appendString(b, r.Origin)
 			b = binary.AppendUvarint(b, s.shards[r])
 		}
 		shards = shards[n:]
@@ -122,8 +144,8 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// DecodeSession parses a token produced by Encode (format 2, or format 1 of
-// earlier releases). An empty token is an empty session. Any other
+// DecodeSession parses a token produced by Encode (format 3, or formats 2
+// and 1 of earlier releases). An empty token is an empty session. Any other
 // malformed input returns an error wrapping ErrMalformedToken.
 //
 // A format-1 token's key floors have no shard. Such a token with
@@ -141,7 +163,7 @@ func DecodeSession(tok []byte) (*Session, error) {
 		return nil, fmt.Errorf("%w: not a session token", ErrMalformedToken)
 	}
 	format := tok[2]
-	if format != tokenFormat && format != tokenFormat1 {
+	if format != tokenFormat && format != tokenFormat2 && format != tokenFormat1 {
 		return nil, fmt.Errorf("%w: unsupported format %d", ErrMalformedToken, format)
 	}
 	body, sum := tok[:len(tok)-4], binary.BigEndian.Uint32(tok[len(tok)-4:])
@@ -153,7 +175,7 @@ func DecodeSession(tok []byte) (*Session, error) {
 	if format == tokenFormat1 {
 		err = s.decodeV1(&r)
 	} else {
-		err = s.decodeV2(&r)
+		err = s.decodeV2(&r, format)
 	}
 	if err == nil {
 		err = r.err
@@ -187,12 +209,13 @@ func (s *Session) decodeV1(r *reader) error {
 		s.setKey(string(fk), keyFloor{v: Version{HLC: hlc, Site: string(site)}, shard: UnknownShard})
 	}
 	if n == MaxSessionKeys {
-		s.Fallback = s.MaxHLC
+		s.raiseFallback("", s.MaxHLC)
 	}
 	return nil
 }
 
-func (s *Session) decodeV2(r *reader) error {
+// decodeV2 decodes formats 2 and 3.
+func (s *Session) decodeV2(r *reader, format byte) error {
 	if len(r.b) == 0 {
 		return errors.New("truncated flags")
 	}
@@ -203,7 +226,41 @@ func (s *Session) decodeV2(r *reader) error {
 	}
 	s.Partial = flags&flagPartial != 0
 	s.MaxHLC = r.uvarint()
-	s.Fallback = r.uvarint()
+	if format == tokenFormat2 {
+		s.raiseFallback("", r.uvarint())
+	} else {
+		nf := r.uvarint()
+		if nf > MaxShardFloors {
+			return fmt.Errorf("%d fallbacks exceeds %d", nf, MaxShardFloors)
+		}
+		for i := uint64(0); i < nf && r.err == nil; i++ {
+			origin := string(r.bytes(maxSiteBytes))
+			s.raiseFallback(origin, r.uvarint())
+		}
+		nd := r.uvarint()
+		if nd > MaxShardFloors+1 {
+			return fmt.Errorf("%d dependencies exceeds %d", nd, MaxShardFloors)
+		}
+		for i := uint64(0); i < nd && r.err == nil; i++ {
+			ks := string(r.bytes(maxKeyspaceNm))
+			sh := r.uvarint()
+			origin := string(r.bytes(maxSiteBytes))
+			hlc := r.uvarint()
+			if sh > uint64(UnknownShard) {
+				return fmt.Errorf("dependency shard %d out of range", sh-1)
+			}
+			shard := UnknownShard
+			if sh > 0 {
+				shard = uint32(sh - 1)
+			}
+			if strings.IndexByte(ks, 0) >= 0 {
+				return errors.New("keyspace contains NUL")
+			}
+			if r.err == nil {
+				s.raiseDep(ShardRef{ks, shard, origin}, hlc)
+			}
+		}
+	}
 	nks := r.uvarint()
 	var nKeys, nShards uint64
 	for i := uint64(0); i < nks && r.err == nil; i++ {
@@ -216,11 +273,16 @@ func (s *Session) decodeV2(r *reader) error {
 			return fmt.Errorf("more than %d shard floors", MaxShardFloors)
 		}
 		for j := uint64(0); j < n && r.err == nil; j++ {
-			sh, hlc := r.uvarint(), r.uvarint()
+			sh := r.uvarint()
+			var origin string
+			if format != tokenFormat2 {
+				origin = string(r.bytes(maxSiteBytes))
+			}
+			hlc := r.uvarint()
 			if sh >= uint64(UnknownShard) {
 				return fmt.Errorf("shard %d out of range", sh)
 			}
-			s.raiseShard(ShardRef{ks, uint32(sh)}, hlc)
+			s.raiseShard(ShardRef{ks, uint32(sh), origin}, hlc)
 		}
 		m := r.uvarint()
 		if nKeys += m; nKeys > MaxSessionKeys {

@@ -41,3 +41,22 @@ func hasLabel(m *dto.Metric, v string) bool {
 	}
 	return false
 }
+
+// histogramCount returns the sample count of the histogram name (summed
+// over its labels) as a collector for testutil.ToFloat64.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return gathered{prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_count", "", nil, nil), prometheus.CounterValue, float64(n))}
+}

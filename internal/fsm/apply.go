@@ -11,14 +11,25 @@ import (
 
 // apply dispatches one command. A returned error is a storage failure; a
 // decided outcome is in the Result.
-func apply(s *storage.ShardTx, cmd *peerv1.Command, maxHLC *uint64) (Result, error) {
+func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 	switch op := cmd.Op.(type) {
 	case *peerv1.Command_Write:
-		return applyWrite(s, op.Write, maxHLC)
+		return applyWrite(s, op.Write, &st.maxHLC)
+	case *peerv1.Command_Replicate:
+		return applyReplicate(s, op.Replicate, st)
 	case *peerv1.Command_Collect:
 		c := op.Collect
-		next, removed, err := s.Collect(c.CutoffHlc, c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))
+		cutoff := c.CutoffHlc
+		if c.FrontierHlc != nil && *c.FrontierHlc < cutoff {
+			cutoff = *c.FrontierHlc
+		}
+		next, removed, err := s.Collect(cutoff, c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))
 		return Result{Next: next, Removed: removed}, err
+	case *peerv1.Command_Close:
+		if op.Close.Hlc > st.maxHLC {
+			st.maxHLC = op.Close.Hlc
+		}
+		return Result{}, nil
 	case *peerv1.Command_DigestCheck:
 		// Nothing to write: ApplyBatch hands the state as of this entry
 		// to the Digest hook.
@@ -75,6 +86,69 @@ func applyWrite(s *storage.ShardTx, w *peerv1.Write, maxHLC *uint64) (Result, er
 		}
 	}
 	return r, nil
+}
+
+// applyReplicate applies another site's writes in its order (see
+// peerv1.Replicate). The command is checked whole before anything is
+// written, so a refused command changes nothing.
+func applyReplicate(s *storage.ShardTx, r *peerv1.Replicate, st *state) (Result, error) {
+	if r.Origin == "" {
+		return Result{Err: fmt.Errorf("%w: no origin", ErrBadReplicate)}, nil
+	}
+	p := st.origins[r.Origin]
+	res := Result{NextSeq: p.Seq + 1}
+	first := -1 // the first write not applied yet
+	for i, w := range r.Writes {
+		if i > 0 && (w.Seq != r.Writes[i-1].Seq+1 || w.Hlc <= r.Writes[i-1].Hlc) {
+			return Result{Err: fmt.Errorf("%w: write %d of %s: sequence %d, hlc %d after sequence %d, hlc %d", ErrBadReplicate, i, r.Origin, w.Seq, w.Hlc, r.Writes[i-1].Seq, r.Writes[i-1].Hlc), NextSeq: p.Seq + 1}, nil
+		}
+		if len(w.Key) == 0 || w.Hlc == 0 || w.Seq == 0 {
+			return Result{Err: fmt.Errorf("%w: write %d of %s: empty key, hlc or sequence", ErrBadReplicate, i, r.Origin), NextSeq: p.Seq + 1}, nil
+		}
+		if w.Seq <= p.Seq {
+			res.Duplicates++
+			continue
+		}
+		if first < 0 {
+			first = i
+			if w.Seq != p.Seq+1 {
+				return Result{Err: fmt.Errorf("%w: %s sent sequence %d, expected %d", ErrSeqGap, r.Origin, w.Seq, p.Seq+1), NextSeq: p.Seq + 1}, nil
+			}
+			if w.Hlc <= p.HLC {
+				return Result{Err: fmt.Errorf("%w: %s sent hlc %d at sequence %d, not above its progress %d", ErrBadReplicate, r.Origin, w.Hlc, w.Seq, p.HLC), NextSeq: p.Seq + 1}, nil
+			}
+		}
+	}
+	last := p.Seq
+	if n := len(r.Writes); n > 0 && r.Writes[n-1].Seq > last {
+		last = r.Writes[n-1].Seq
+	}
+	if r.ClosedHlc != 0 && r.ClosedSeq > last {
+		return Result{Err: fmt.Errorf("%w: %s closed sequence %d, expected at most %d", ErrSeqGap, r.Origin, r.ClosedSeq, last), NextSeq: p.Seq + 1}, nil
+	}
+	if first >= 0 {
+		for _, w := range r.Writes[first:] {
+			v := causal.Version{HLC: w.Hlc, Site: r.Origin}
+			if err := s.Put(storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone}); err != nil {
+				return Result{}, err
+			}
+			res.Applied++
+			p = storage.Progress{HLC: max(p.HLC, w.Hlc), Seq: w.Seq}
+		}
+	}
+	// A close at an earlier sequence number is covered by the writes
+	// after it, whose HLCs are larger.
+	if r.ClosedHlc > p.HLC && r.ClosedSeq == p.Seq {
+		p.HLC = r.ClosedHlc
+	}
+	if p != st.origins[r.Origin] {
+		if err := s.SetOrigin(r.Origin, p); err != nil {
+			return Result{}, err
+		}
+		st.setOrigin(r.Origin, p)
+	}
+	res.NextSeq = p.Seq + 1
+	return res, nil
 }
 
 // Outcome of a deduplicated request: hlc (8 bytes BE) | existed (1 byte) | site.

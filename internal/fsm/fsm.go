@@ -31,6 +31,13 @@ var (
 	// ErrUnknownCommand: the replica cannot interpret a committed command
 	// and has stopped.
 	ErrUnknownCommand = errors.New("fsm: unknown command")
+	// ErrSeqGap: a Replicate command skips sequence numbers of its origin
+	// (Result.NextSeq is the one expected); nothing of it was applied.
+	ErrSeqGap = errors.New("fsm: gap in an origin's sequence")
+	// ErrBadReplicate: a Replicate command is malformed (no origin,
+	// sequence numbers not consecutive, HLCs not growing); nothing of it
+	// was applied.
+	ErrBadReplicate = errors.New("fsm: malformed replicated write")
 )
 
 // Result is the outcome of one applied command.
@@ -48,6 +55,11 @@ type Result struct {
 	Next []byte
 	// Removed counts versions removed by Collect.
 	Removed int
+	// Applied and Duplicates count the writes of a Replicate command
+	// applied and skipped as already applied; NextSeq is the sequence
+	// number the origin's next write must carry.
+	Applied, Duplicates int
+	NextSeq             uint64
 	// Err is a decided failure (ErrVersionMismatch, ErrKeyNotFound,
 	// ErrKeyExists) or ErrUnknownCommand.
 	Err error
@@ -78,9 +90,31 @@ type FSM struct {
 
 	mu      sync.Mutex
 	applied uint64        // REQUIRES: mu
-	maxHLC  uint64        // REQUIRES: mu
+	st      state         // REQUIRES: mu
 	changed chan struct{} // closed and replaced on every apply; REQUIRES: mu
 	stopped error         // REQUIRES: mu
+}
+
+// state is what the FSM keeps in memory of the shard's persistent state.
+type state struct {
+	// maxHLC is the newest HLC of this site's writes (and closes).
+	maxHLC uint64
+	// origins is the progress of other sites' writes. It is never
+	// modified in place once shared: apply copies it first (owned).
+	origins map[string]storage.Progress
+	owned   bool
+}
+
+// setOrigin records origin's progress, copying origins first if shared.
+func (st *state) setOrigin(origin string, p storage.Progress) {
+	if !st.owned {
+		m := make(map[string]storage.Progress, len(st.origins)+1)
+		for k, v := range st.origins {
+			m[k] = v
+		}
+		st.origins, st.owned = m, true
+	}
+	st.origins[origin] = p
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -93,8 +127,9 @@ func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, hooks Hooks) (
 		if err != nil {
 			return err
 		}
-		f.applied, f.maxHLC = s.Applied()
-		return nil
+		f.applied, f.st.maxHLC = s.Applied()
+		f.st.origins, err = s.Origins()
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm %s: load state: %w", id, err)
@@ -102,12 +137,31 @@ func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, hooks Hooks) (
 	return f, nil
 }
 
+// Progress returns the progress of origin's replicated writes (zero when
+// none arrived) and a channel that is closed when anything applies.
+func (f *FSM) Progress(origin string) (storage.Progress, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.origins[origin], f.changed
+}
+
+// Origins returns a copy of every origin's progress.
+func (f *FSM) Origins() map[string]storage.Progress {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]storage.Progress, len(f.st.origins))
+	for k, v := range f.st.origins {
+		out[k] = v
+	}
+	return out
+}
+
 // Applied returns the last applied index, the shard's newest HLC and a
 // channel that is closed when either changes.
 func (f *FSM) Applied() (index, maxHLC uint64, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.applied, f.maxHLC, f.changed
+	return f.applied, f.st.maxHLC, f.changed
 }
 
 // Apply implements raft.FSM.
@@ -122,8 +176,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
-	applied, maxHLC, stopped := f.applied, f.maxHLC, f.stopped
+	applied, st, stopped := f.applied, f.st, f.stopped
 	f.mu.Unlock()
+	st.owned = false
 	if stopped != nil {
 		for i := range out {
 			out[i] = Result{Err: stopped}
@@ -159,7 +214,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		for _, l := range logs[start : end+1] {
 			lastIndex = max(lastIndex, l.Index)
 		}
-		newMax, err := f.applyRange(logs[start:end+1], cmds[start:end+1], out[start:end+1], applied, lastIndex, maxHLC)
+		next, err := f.applyRange(logs[start:end+1], cmds[start:end+1], out[start:end+1], applied, lastIndex, st)
 		if err != nil {
 			// Storage failed under us: the state is unknown, so this
 			// replica must not go on applying. What earlier transactions
@@ -170,7 +225,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			break
 		}
-		applied, maxHLC = lastIndex, newMax
+		applied, st = lastIndex, next
 		if isDigestCheck(cmds[end]) && f.hooks.Digest != nil {
 			// Update returned after the commit, and only this goroutine
 			// writes the shard: a read transaction begun now sees the
@@ -184,7 +239,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		start = end + 1
 	}
 	f.mu.Lock()
-	f.applied, f.maxHLC = applied, maxHLC
+	f.applied, f.st = applied, st
 	if fatalErr != nil {
 		f.stopped = fatalErr
 	}
@@ -202,20 +257,20 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // applyRange applies cmds (nil for entries that are not new commands) in
 // one storage transaction that records lastIndex as applied, and returns
-// the shard's new newest HLC.
-func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interface{}, applied, lastIndex, maxHLC uint64) (uint64, error) {
-	var newMax uint64
+// the shard's new state.
+func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interface{}, applied, lastIndex uint64, st state) (state, error) {
+	var next state
 	err := f.db.Update(func(tx *storage.Tx) error {
 		s, err := tx.Shard(f.id)
 		if err != nil {
 			return err
 		}
-		newMax = maxHLC
+		next = st // a retried transaction starts over
 		for i, cmd := range cmds {
 			if cmd == nil {
 				continue
 			}
-			r, err := apply(s, cmd, &newMax)
+			r, err := apply(s, cmd, &next)
 			if err != nil {
 				return err
 			}
@@ -224,15 +279,19 @@ func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interfa
 		if lastIndex == applied {
 			return nil
 		}
-		return s.SetApplied(lastIndex, newMax)
+		return s.SetApplied(lastIndex, next.maxHLC)
 	})
-	return newMax, err
+	next.owned = false
+	return next, err
 }
 
 func isDigestCheck(cmd *peerv1.Command) bool {
 	_, ok := cmd.GetOp().(*peerv1.Command_DigestCheck)
 	return ok
 }
+
+// Decode unmarshals a command written by Encode.
+func Decode(data []byte) (*peerv1.Command, error) { return decode(data) }
 
 func decode(data []byte) (*peerv1.Command, error) {
 	cmd := &peerv1.Command{}
@@ -265,6 +324,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var applied, maxHLC uint64
+	var origins map[string]storage.Progress
 	err := f.db.UpdateAlone(func(tx *storage.Tx) error {
 		if err := tx.RestoreShard(f.id, rc); err != nil {
 			return err
@@ -274,13 +334,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return err
 		}
 		applied, maxHLC = s.Applied()
-		return nil
+		origins, err = s.Origins()
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("fsm %s: restore: %w", f.id, err)
 	}
 	f.mu.Lock()
-	f.applied, f.maxHLC = applied, maxHLC
+	f.applied, f.st = applied, state{maxHLC: maxHLC, origins: origins}
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

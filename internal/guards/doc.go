@@ -31,6 +31,10 @@ const (
 	// SnapshotSync is the fsync of raft snapshot files and their
 	// directories.
 	SnapshotSync
+	// CausalFloor raises every CAUSAL read's floor to the session's
+	// MaxHLC, which carries causality across sessions
+	// (router.readFloor).
+	CausalFloor
 )
 
 var names = map[Guard]string{
@@ -38,6 +42,7 @@ var names = map[Guard]string{
 	FloorWait:    "floor-wait",
 	WALSync:      "wal-sync",
 	SnapshotSync: "snapshot-sync",
+	CausalFloor:  "causal-floor",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -49,7 +54,7 @@ func (g Guard) String() string {
 }
 
 // All returns every guard.
-func All() []Guard { return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync} }
+func All() []Guard { return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor} }
 
 // EnvVar is the environment variable that lists the guards to turn off in
 // a causeway_guards build.

@@ -122,7 +122,7 @@ func checkBboltOwner(f *sourceFile, report reportFunc) {
 // inputs (STYLE.md habit 1): the driver owns clocks, timers, randomness and
 // goroutines. Their tests are exempt (a test may time itself or seed a
 // source from the clock and print the seed).
-var pureCore = []string{"internal/causal", "internal/placement"}
+var pureCore = []string{"internal/causal", "internal/causalcheck", "internal/placement"}
 
 // clockFuncs are the functions of package time that read the wall clock or
 // start a timer.

@@ -1,15 +1,15 @@
-// Package router maps a (keyspace, key) to the shard that owns it and to
-// where that shard can be served: this node's replica, or another node of
-// the site found through the placement map. It decides; the rpc layer does
-// the forwarding.
 package router
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
 )
@@ -28,18 +28,67 @@ type Catalog interface {
 	State() (catalog.State, <-chan struct{})
 }
 
+// Config configures the router.
+type Config struct {
+	// Site and NodeID identify this node; writes proposed here carry Site.
+	Site   string
+	NodeID string
+	// CausalWait is the longest a read waits for a replica to catch up
+	// with the session's floor before failing with ErrCausalWait.
+	CausalWait time.Duration
+	// FollowerWait is how long a follower waits for a floor before it
+	// forwards the read to the shard leader instead.
+	FollowerWait time.Duration
+	// LeaderWait is how long a request waits for a shard to elect a leader.
+	LeaderWait time.Duration
+}
+
+// DefaultConfig returns the waits kvd uses.
+func DefaultConfig() Config {
+	return Config{CausalWait: 2 * time.Second, FollowerWait: 100 * time.Millisecond, LeaderWait: 5 * time.Second}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.CausalWait <= 0 {
+		c.CausalWait = d.CausalWait
+	}
+	if c.FollowerWait <= 0 {
+		c.FollowerWait = d.FollowerWait
+	}
+	if c.LeaderWait <= 0 {
+		c.LeaderWait = d.LeaderWait
+	}
+}
+
 // Router is safe for concurrent use.
 type Router struct {
-	self      string
+	cfg       Config
 	keyspaces map[string]uint32
 	local     Local
 	catalog   Catalog
+	pool      *peer.Pool
+	clock     *causal.Clock
+	log       *slog.Logger
+	metrics   *Metrics
 }
 
-// New returns a router for node self over the given keyspaces (name →
-// shard count).
-func New(self string, keyspaces map[string]uint32, local Local, cat Catalog) *Router {
-	return &Router{self: self, keyspaces: keyspaces, local: local, catalog: cat}
+// New returns a router for this node over the given keyspaces (name →
+// shard count). pool reaches the other nodes of the site; clock stamps the
+// writes this node proposes. A nil pool or metrics is allowed for a
+// router that only maps keys (tests, tools).
+func New(cfg Config, keyspaces map[string]uint32, local Local, cat Catalog, pool *peer.Pool, clock *causal.Clock, logger *slog.Logger, m *Metrics) *Router {
+	cfg.fill()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = newMetrics()
+	}
+	if clock == nil {
+		clock = causal.NewClock(nil)
+	}
+	return &Router{cfg: cfg, keyspaces: keyspaces, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m}
 }
 
 // Shard returns the shard of key.
@@ -78,7 +127,7 @@ func (r *Router) Replicas(s placement.Shard) ([]catalog.Node, uint64) {
 	sort.SliceStable(reps, func(i, j int) bool { return reps[i].Voter && !reps[j].Voter })
 	var out []catalog.Node
 	for _, rep := range reps {
-		if string(rep.Node) == r.self {
+		if string(rep.Node) == r.cfg.NodeID {
 			continue
 		}
 		if n, ok := st.Nodes[string(rep.Node)]; ok && n.PeerAddr != "" {

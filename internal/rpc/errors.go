@@ -15,10 +15,6 @@ import (
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
-// ErrCausalWait: the replica did not catch up with the session's floor in
-// time. Retryable.
-var ErrCausalWait = errors.New("rpc: timed out waiting for causal dependencies")
-
 // codeTable is the one place that maps internal errors to gRPC codes.
 var codeTable = []struct {
 	err  error
@@ -34,11 +30,12 @@ var codeTable = []struct {
 	{fsm.ErrVersionMismatch, codes.FailedPrecondition},
 	{fsm.ErrKeyExists, codes.AlreadyExists},
 	{fsm.ErrKeyNotFound, codes.NotFound},
-	{ErrCausalWait, codes.DeadlineExceeded},
+	{router.ErrCausalWait, codes.DeadlineExceeded},
 	{shard.ErrNotLeader, codes.Unavailable},
 	{shard.ErrLeadershipLost, codes.Unavailable},
-	{ErrNoLeader, codes.Unavailable},
-	{ErrRoutingLoop, codes.Unavailable},
+	{router.ErrNoLeader, codes.Unavailable},
+	{router.ErrRoutingLoop, codes.Unavailable},
+	{router.ErrPeerUnavailable, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
 	{shard.ErrCorrupt, codes.Unavailable},
@@ -63,35 +60,16 @@ func toStatus(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// remoteErr passes a remote status through and turns transport failures
-// into UNAVAILABLE.
-func remoteErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return status.Error(codes.Unavailable, err.Error())
-}
-
 // casStatus converts a failed compare-and-swap outcome to a status with a
 // kvv1.CasConflict detail carrying the key's current version.
 func casStatus(res fsm.Result) error {
 	st := status.Convert(toStatus(res.Err))
 	detail := &kvv1.CasConflict{Found: res.CurrentFound}
 	if !res.Current.IsZero() {
-		detail.Current = versionPB(res.Current)
+		detail.Current = router.VersionPB(res.Current)
 	}
 	if with, err := st.WithDetails(detail); err == nil {
 		st = with
 	}
 	return st.Err()
-}
-
-func versionPB(v causal.Version) *kvv1.Version {
-	if v.IsZero() {
-		return nil
-	}
-	return &kvv1.Version{Hlc: v.HLC, Site: v.Site}
 }

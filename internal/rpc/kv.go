@@ -15,7 +15,6 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/fsm"
-	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -32,14 +31,6 @@ type Config struct {
 	NodeID string
 	// Limits bounds request sizes.
 	Limits Limits
-	// CausalWait is the longest a read waits for this node to catch up
-	// with the session's floor before failing with a retryable error.
-	CausalWait time.Duration
-	// FollowerWait is how long a follower waits for a floor before it
-	// forwards the read to the shard leader instead.
-	FollowerWait time.Duration
-	// LeaderWait is how long a request waits for a shard to elect a leader.
-	LeaderWait time.Duration
 }
 
 // KV implements kvv1.KVServer.
@@ -47,8 +38,6 @@ type KV struct {
 	kvv1.UnimplementedKVServer
 	cfg     Config
 	router  *router.Router
-	pool    *peer.Pool
-	clock   *causal.Clock
 	log     *slog.Logger
 	metrics *Metrics
 
@@ -59,17 +48,11 @@ type KV struct {
 	reqSeq    atomic.Uint64
 }
 
-// NewKV returns the data service. pool reaches the other nodes of the site.
-func NewKV(cfg Config, r *router.Router, pool *peer.Pool, clock *causal.Clock, logger *slog.Logger, m *Metrics) *KV {
-	if cfg.FollowerWait <= 0 {
-		cfg.FollowerWait = 100 * time.Millisecond
-	}
-	if cfg.LeaderWait <= 0 {
-		cfg.LeaderWait = 5 * time.Second
-	}
+// NewKV returns the data service; r orchestrates every request.
+func NewKV(cfg Config, r *router.Router, logger *slog.Logger, m *Metrics) *KV {
 	var nonce [8]byte
 	_, _ = crand.Read(nonce[:])
-	return &KV{cfg: cfg, router: r, pool: pool, clock: clock, log: logger, metrics: m,
+	return &KV{cfg: cfg, router: r, log: logger, metrics: m,
 		reqPrefix: fmt.Sprintf("kvd/%s/%s/%x", cfg.Site, cfg.NodeID, nonce)}
 }
 
@@ -87,53 +70,29 @@ func (s *KV) withRequestID(o *kvv1.WriteOptions) *kvv1.WriteOptions {
 	return out
 }
 
-// call is the per-request context: the keyspace, the session the request
-// carried (only the floors this request needs), and what this request
-// observed, which the reply returns for the client to merge.
-type call struct {
-	keyspace string
-	session  *causal.Session
-	observed causal.Session
-}
-
-// observe records that the request saw version v of key (in shard sh).
-func (c *call) observe(sh placement.Shard, key []byte, v causal.Version) {
-	c.session.ObserveShard(c.keyspace, key, sh.ID, v)
-	c.observed.ObserveShard(c.keyspace, key, sh.ID, v)
-}
-
-// merge folds what a forwarded request observed into c.
-func (c *call) merge(o *causal.Session) {
-	c.session.Merge(o)
-	c.observed.Merge(o)
-}
-
-func (s *KV) begin(h *kvv1.RequestHeader) (*call, error) {
-	c := &call{keyspace: DefaultKeyspace, session: &causal.Session{}}
+func (s *KV) begin(h *kvv1.RequestHeader) (*router.Call, error) {
+	c := &router.Call{Keyspace: DefaultKeyspace, Session: &causal.Session{}}
 	if h == nil {
 		return c, nil
 	}
 	if h.Keyspace != "" {
-		c.keyspace = h.Keyspace
+		c.Keyspace = h.Keyspace
+	}
+	if len(h.Session) > 0 {
+		s.metrics.tokenSize.WithLabelValues("in").Observe(float64(len(h.Session)))
 	}
 	sess, err := causal.DecodeSession(h.Session)
 	if err != nil {
 		return nil, err
 	}
-	c.session = sess
+	c.Session = sess
 	return c, nil
 }
 
-// respHeader returns the reply header. For a request that carried a
-// partial session (the floors it needed, as the Go client sends), the
-// token carries only what this request observed: the versions it read or
-// wrote, with their shards, and their largest HLC, for the client to
-// merge. Otherwise it carries the whole session updated with them.
-func (s *KV) respHeader(c *call) *kvv1.ResponseHeader {
-	tok := c.observed.Encode()
-	if !c.session.Partial {
-		tok = c.session.Encode()
-	}
+// respHeader returns the reply header (see router.Call.Token).
+func (s *KV) respHeader(c *router.Call) *kvv1.ResponseHeader {
+	tok := c.Token()
+	s.metrics.tokenSize.WithLabelValues("out").Observe(float64(len(tok)))
 	return &kvv1.ResponseHeader{Session: tok, Site: s.cfg.Site, NodeId: s.cfg.NodeID}
 }
 
@@ -148,9 +107,9 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	var res causal.Version
-	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		res, err = s.write(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
+	var res fsm.Result
+	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
+		res, err = s.router.Propose(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Value: req.Value}, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.Put(fctx, req)
@@ -159,7 +118,7 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 	if err != nil || resp != nil {
 		return resp, toStatus(err)
 	}
-	return &kvv1.PutResponse{Header: s.respHeader(c), Version: versionPB(res)}, nil
+	return &kvv1.PutResponse{Header: s.respHeader(c), Version: router.VersionPB(res.Version)}, nil
 }
 
 // Delete implements kvv1.KVServer.
@@ -170,10 +129,9 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	var existed bool
-	var v causal.Version
-	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		v, err = s.writeExisted(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options, &existed)
+	var res fsm.Result
+	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
+		res, err = s.router.Propose(ctx, c, sh, g, &peerv1.Write{Key: req.Key, Tombstone: true}, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.Delete(fctx, req)
@@ -182,7 +140,7 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 	if err != nil || resp != nil {
 		return resp, toStatus(err)
 	}
-	return &kvv1.DeleteResponse{Header: s.respHeader(c), Version: versionPB(v), Existed: existed}, nil
+	return &kvv1.DeleteResponse{Header: s.respHeader(c), Version: router.VersionPB(res.Version), Existed: res.Existed}, nil
 }
 
 // CompareAndSwap implements kvv1.KVServer.
@@ -212,53 +170,32 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	var v causal.Version
-	err = s.onLeader(ctx, sh, func(g *shard.Group) (err error) {
-		if err := s.casFailFast(g, c, sh, w); err != nil {
+	var res fsm.Result
+	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
+		if err := s.router.CASFailFast(g, c, sh, w); err != nil {
 			return err
 		}
-		v, err = s.write(ctx, c, sh, g, w, req.Options)
+		res, err = s.router.Propose(ctx, c, sh, g, w, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
 		resp, err = kv.CompareAndSwap(fctx, req)
 		return err
 	})
 	if err != nil {
-		var ce *condError
+		var ce *router.CondError
 		if errors.As(err, &ce) {
-			return nil, ce.status
+			return nil, casStatus(ce.Result)
 		}
 		return nil, toStatus(err)
 	}
 	if resp != nil {
 		return resp, nil
 	}
-	return &kvv1.CompareAndSwapResponse{Header: s.respHeader(c), Version: versionPB(v)}, nil
-}
-
-// casFailFast rejects a version-conditioned swap without a raft round trip
-// when this replica already holds a newer version than the expected one.
-// Versions only grow, so the swap could never succeed; every other case is
-// decided in the log.
-func (s *KV) casFailFast(g *shard.Group, c *call, sh placement.Shard, w *peerv1.Write) error {
-	if w.Condition.Kind != peerv1.Condition_KIND_VERSION {
-		return nil
-	}
-	want := causal.Version{HLC: w.Condition.Hlc, Site: w.Condition.Site}
-	var cur storage.Record
-	var found bool
-	if err := g.Read(func(st *storage.ShardTx) (err error) {
-		cur, found, err = st.Latest(w.Key, true)
-		return err
-	}); err != nil || !found || !want.Less(cur.Version) {
-		return nil
-	}
-	c.observe(sh, w.Key, cur.Version)
-	return &condError{status: casStatus(fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone})}
+	return &kvv1.CompareAndSwapResponse{Header: s.respHeader(c), Version: router.VersionPB(res.Version)}, nil
 }
 
 // prepareWrite validates a mutation and finds its shard.
-func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*call, placement.Shard, error) {
+func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*router.Call, placement.Shard, error) {
 	c, err := s.begin(h)
 	if err != nil {
 		return nil, placement.Shard{}, err
@@ -269,42 +206,8 @@ func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOption
 	if err := s.cfg.Limits.WriteOptions(o, 1); err != nil {
 		return nil, placement.Shard{}, err
 	}
-	sh, err := s.router.Shard(c.keyspace, key)
+	sh, err := s.router.Shard(c.Keyspace, key)
 	return c, sh, err
-}
-
-type condError struct{ status error }
-
-func (e *condError) Error() string { return e.status.Error() }
-
-func (s *KV) write(ctx context.Context, c *call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (causal.Version, error) {
-	var existed bool
-	return s.writeExisted(ctx, c, sh, g, w, o, &existed)
-}
-
-// writeExisted proposes one write. The clock first observes everything the
-// session has seen, so the new version is newer than all of it (monotonic
-// writes, writes-follow-reads).
-func (s *KV) writeExisted(ctx context.Context, c *call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions, existed *bool) (causal.Version, error) {
-	s.clock.Observe(c.session.MaxHLC)
-	w.Hlc = s.clock.Now()
-	w.Site = s.cfg.Site
-	if o != nil && o.RequestId != nil {
-		w.ClientId, w.Seq = o.RequestId.ClientId, o.RequestId.Seq
-	}
-	res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Write{Write: w}})
-	if err != nil {
-		return causal.Version{}, err
-	}
-	if res.Err != nil {
-		if !res.Current.IsZero() {
-			c.observe(sh, w.Key, res.Current)
-		}
-		return causal.Version{}, &condError{status: casStatus(res)}
-	}
-	c.observe(sh, w.Key, res.Version)
-	*existed = res.Existed
-	return res.Version, nil
 }
 
 // Get implements kvv1.KVServer.
@@ -317,7 +220,7 @@ func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetRespo
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	item, err := s.get(ctx, c, req.Key, req.Consistency, false)
+	item, err := s.router.Get(ctx, c, req.Key, req.Consistency, false)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -344,44 +247,12 @@ func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv
 	}
 	resp = &kvv1.BatchGetResponse{Items: make([]*kvv1.KeyValue, len(req.Keys))}
 	for i, k := range req.Keys {
-		if resp.Items[i], err = s.get(ctx, c, k, req.Consistency, false); err != nil {
+		if resp.Items[i], err = s.router.Get(ctx, c, k, req.Consistency, false); err != nil {
 			return nil, toStatus(err)
 		}
 	}
 	resp.Header = s.respHeader(c)
 	return resp, nil
-}
-
-// get reads one key under the requested consistency and records what the
-// session saw.
-func (s *KV) get(ctx context.Context, c *call, key []byte, cons kvv1.Consistency, keysOnly bool) (*kvv1.KeyValue, error) {
-	sh, err := s.router.Shard(c.keyspace, key)
-	if err != nil {
-		return nil, err
-	}
-	g, addr, err := s.readTarget(ctx, c, sh, key, cons)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		return s.remoteGet(ctx, c, sh, addr, key, cons)
-	}
-	var rec storage.Record
-	var found bool
-	if err := g.Read(func(st *storage.ShardTx) error {
-		rec, found, err = st.Latest(key, keysOnly)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	item := &kvv1.KeyValue{Key: key}
-	if found {
-		c.observe(sh, key, rec.Version)
-		item.Version = versionPB(rec.Version)
-		item.Found = !rec.Tombstone
-		item.Value = rec.Value
-	}
-	return item, nil
 }
 
 // Scan implements kvv1.KVServer: each shard contributes up to limit keys
@@ -396,7 +267,7 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	shards, err := s.router.Shards(c.keyspace)
+	shards, err := s.router.Shards(c.Keyspace)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -407,7 +278,7 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	var all []shardRecord
 	more := false
 	for _, sh := range shards {
-		recs, m, err := s.scanShard(ctx, c, sh, sr, req.KeysOnly, req.Consistency)
+		recs, m, err := s.router.ScanShard(ctx, c, sh, router.ScanRange{Start: sr.start, End: sr.end, Limit: sr.limit}, req.KeysOnly, req.Consistency)
 		if err != nil {
 			return nil, toStatus(err)
 		}
@@ -424,8 +295,8 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	// shard's floor rather than one floor per scanned key.
 	resp = &kvv1.ScanResponse{Items: make([]*kvv1.KeyValue, len(all))}
 	for i, r := range all {
-		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: versionPB(r.Version)}
-		c.observed.ObserveShardHLC(c.keyspace, r.shard, r.Version.HLC)
+		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: router.VersionPB(r.Version)}
+		c.Observed.ObserveShardVersion(c.Keyspace, r.shard, r.Version)
 	}
 	if more && len(all) > 0 {
 		resp.Continuation = EncodeContinuation(all[len(all)-1].Key)
@@ -451,47 +322,9 @@ func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	sh, err := s.router.Shard(c.keyspace, req.Key)
+	versions, err := s.router.History(ctx, c, req.Key, limit, req.Consistency)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	g, addr, err := s.readTarget(ctx, c, sh, req.Key, req.Consistency)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if addr != "" {
-		kv, err := s.pool.KV(addr)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		fwd := &kvv1.HistoryRequest{
-			Header: &kvv1.RequestHeader{Keyspace: c.keyspace, Session: c.session.ForRead(c.keyspace, [][]byte{req.Key}, shardIs(sh)).Encode()},
-			Key:    req.Key, Limit: req.Limit, Consistency: req.Consistency,
-		}
-		resp, err := kv.History(forwardCtx(ctx), fwd)
-		if err != nil {
-			return nil, remoteErr(err)
-		}
-		if err := s.mergeSession(c, resp.Header); err != nil {
-			return nil, toStatus(err)
-		}
-		resp.Header = s.respHeader(c)
-		return resp, nil
-	}
-	var recs []storage.Record
-	if err := g.Read(func(st *storage.ShardTx) error {
-		recs, err = st.History(req.Key, limit)
-		return err
-	}); err != nil {
-		return nil, toStatus(err)
-	}
-	resp = &kvv1.HistoryResponse{Versions: make([]*kvv1.VersionedValue, len(recs))}
-	for i, r := range recs {
-		resp.Versions[i] = &kvv1.VersionedValue{Version: versionPB(r.Version), Value: r.Value, Tombstone: r.Tombstone}
-	}
-	if len(recs) > 0 {
-		c.observe(sh, req.Key, recs[0].Version)
-	}
-	resp.Header = s.respHeader(c)
-	return resp, nil
+	return &kvv1.HistoryResponse{Header: s.respHeader(c), Versions: versions}, nil
 }

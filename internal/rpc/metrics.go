@@ -8,12 +8,12 @@ import (
 )
 
 // Metrics counts requests by operation and status code and times them.
+// Routing decisions (forwards, follower reads, floor waits) are counted by
+// router.Metrics.
 type Metrics struct {
-	requests   *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	forwarded  prometheus.Counter
-	localReads *prometheus.CounterVec
-	floorWaits prometheus.Counter
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	tokenSize *prometheus.HistogramVec
 }
 
 // NewMetrics registers the request metrics with reg.
@@ -29,28 +29,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"op"}),
 	}
-	m.forwarded = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "causeway", Subsystem: "rpc", Name: "forwarded_total",
-		Help: "Requests (or parts of scans and batches) forwarded to another node of the site.",
-	})
-	m.localReads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "causeway", Subsystem: "rpc", Name: "local_reads_total",
-		Help: "CAUSAL reads served by this node's replica, by its role (leader or follower).",
-	}, []string{"role"})
-	m.floorWaits = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "causeway", Subsystem: "rpc", Name: "floor_forwards_total",
-		Help: "CAUSAL reads a follower could not serve within the follower wait (it had not applied the session's floor) and forwarded to the leader.",
-	})
-	reg.MustRegister(m.requests, m.latency, m.forwarded, m.localReads, m.floorWaits)
+	m.tokenSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "causeway", Subsystem: "rpc", Name: "session_token_bytes",
+		Help:    "Size of the session tokens of client requests (in) and replies (out).",
+		Buckets: prometheus.ExponentialBuckets(16, 2, 13),
+	}, []string{"direction"})
+	reg.MustRegister(m.requests, m.latency, m.tokenSize)
 	return m
-}
-
-func (m *Metrics) followerRead(leader bool) {
-	if leader {
-		m.localReads.WithLabelValues("leader").Inc()
-	} else {
-		m.localReads.WithLabelValues("follower").Inc()
-	}
 }
 
 func (m *Metrics) observe(op string, start time.Time, err *error) {

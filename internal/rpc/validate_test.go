@@ -39,7 +39,7 @@ func TestErrorTable(t *testing.T) {
 		{fsm.ErrVersionMismatch, codes.FailedPrecondition},
 		{fsm.ErrKeyExists, codes.AlreadyExists},
 		{shard.ErrNotLeader, codes.Unavailable},
-		{ErrCausalWait, codes.DeadlineExceeded},
+		{router.ErrCausalWait, codes.DeadlineExceeded},
 		{errors.New("disk on fire"), codes.Internal},
 	} {
 		if got := status.Code(toStatus(c.err)); got != c.want {

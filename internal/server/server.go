@@ -268,11 +268,12 @@ func (s *Server) Start() (err error) {
 		defer close(s.hostDone)
 		s.host.Run(hctx, s.catalog.Map)
 	}()
-	s.router = router.New(s.cfg.NodeID, keyspaces, s.host, s.catalog)
+	s.router = router.New(router.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, CausalWait: s.cfg.CausalWait},
+		keyspaces, s.host, s.catalog, s.pool, clock, s.log.With("component", "router"), router.NewMetrics(s.reg))
 
-	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits, CausalWait: s.cfg.CausalWait}
+	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits}
 	m := rpc.NewMetrics(s.reg)
-	kv := rpc.NewKV(rcfg, s.router, s.pool, clock, s.log, m)
+	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -108,6 +109,11 @@ type Group struct {
 	verifier   verifier
 	checks     checker // replica consistency checks (digest.go)
 
+	// closeWant is the highest HLC a read asked this replica, as leader,
+	// to close (AdvanceClosed); closeKick wakes closeLoop.
+	closeWant atomic.Uint64
+	closeKick chan struct{}
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -128,6 +134,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		log:   deps.Logger.With("shard", id.String()),
 		label: id.String(),
 		stop:  make(chan struct{}),
+
+		closeKick: make(chan struct{}, 1),
 	}
 	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored})
 	if err != nil {
@@ -224,6 +232,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		g.wg.Add(1)
 		go g.gcLoop()
 	}
+	g.wg.Add(1)
+	go g.closeLoop()
 	g.startChecks()
 	return g, nil
 }
@@ -443,6 +453,52 @@ func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
 	}
 }
 
+// WaitOrigin waits until this replica has applied every write of origin
+// (another site) up to hlc: its progress for that origin reached hlc.
+func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error {
+	if guards.Off(guards.FloorWait) {
+		return nil // test-only: a lagging replica serves reads below the floor
+	}
+	for {
+		p, ch := g.fsm.Progress(origin)
+		if p.HLC >= hlc {
+			return nil
+		}
+		if err := g.waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// Commands returns the commands of the log entries in [from, to] this
+// replica still holds (entries that are not commands are skipped), for
+// inspection.
+func (g *Group) Commands(from, to uint64) ([]*peerv1.Command, error) {
+	store := g.deps.LogDB.RaftStore(g.id.String())
+	var out []*peerv1.Command
+	for i := from; i <= to; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := fsm.Decode(l.Data)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: entry %d: %w", g.id, i, err)
+		}
+		out = append(out, cmd)
+	}
+	return out, nil
+}
+
+// Origins returns the progress of every other site's writes to the shard.
+func (g *Group) Origins() map[string]storage.Progress { return g.fsm.Origins() }
+
 func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
 	select {
 	case <-ch:
@@ -511,6 +567,60 @@ func (g *Group) Status() Status {
 	return st
 }
 
+// AdvanceClosed asks this replica, if it leads, to propose a Close command
+// raising the shard's newest HLC to at least hlc (closed timestamps,
+// docs/adr/015-cross-session-causality.md). It does not wait: requests
+// coalesce, and one Close at a time is in flight.
+func (g *Group) AdvanceClosed(hlc uint64) {
+	for {
+		cur := g.closeWant.Load()
+		if cur >= hlc || g.closeWant.CompareAndSwap(cur, hlc) {
+			break
+		}
+	}
+	select {
+	case g.closeKick <- struct{}{}:
+	default:
+	}
+}
+
+// closeLoop proposes the Close commands AdvanceClosed asks for while this
+// replica leads, one at a time, each covering every request made before
+// it was proposed.
+func (g *Group) closeLoop() {
+	defer g.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-g.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.closeKick:
+		}
+		want := g.closeWant.Load()
+		if _, applied, _ := g.fsm.Applied(); applied >= want || !g.IsLeader() {
+			continue
+		}
+		// The Close must not lie below what the leader may still stamp:
+		// its clock observes the request, and the FSM keeps the maximum.
+		g.deps.Clock.Observe(want)
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Close{Close: &peerv1.Close{Hlc: g.deps.Clock.Now()}}})
+		pcancel()
+		g.deps.Metrics.observeClose(err == nil)
+		if err != nil && !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrStopped) && ctx.Err() == nil {
+			g.log.Debug("close proposal failed", "err", err)
+		}
+	}
+}
+
 // gcLoop proposes garbage-collection passes while this replica leads.
 // It ends, and cancels a pass in flight, when the group closes or the
 // node begins to stop (Deps.Done).
@@ -542,6 +652,23 @@ func (g *Group) gcLoop() {
 	}
 }
 
+// frontier bounds what garbage collection may remove: nil when no other
+// site replicated writes to the shard, else the lowest progress of those
+// origins, below which none of them can still deliver a write. (The
+// cluster-wide frontier, what every site of the keyspace applied, lowers
+// it further once sites exchange their progress.)
+func (g *Group) frontier() *uint64 {
+	origins := g.fsm.Origins()
+	if len(origins) == 0 {
+		return nil
+	}
+	low := ^uint64(0)
+	for _, p := range origins {
+		low = min(low, p.HLC)
+	}
+	return &low
+}
+
 // Collect runs one full garbage-collection pass over the shard.
 func (g *Group) Collect(ctx context.Context) error {
 	wall, _ := causal.SplitHLC(g.deps.Clock.Now())
@@ -560,6 +687,7 @@ func (g *Group) Collect(ctx context.Context) error {
 			RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
 			StartKey:         next,
 			MaxKeys:          g.cfg.GCBatchKeys,
+			FrontierHlc:      g.frontier(),
 		}}})
 		if err != nil {
 			return err

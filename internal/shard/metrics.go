@@ -17,6 +17,7 @@ type Metrics struct {
 	checkedReads   prometheus.Counter
 	digestChecks   *prometheus.CounterVec
 	digestSeconds  prometheus.Histogram
+	closes         *prometheus.CounterVec
 
 	isLeader, term, commit, applied, snapshot, mismatch *prometheus.Desc
 
@@ -54,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to compute one replica digest.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
 		}),
+		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "closes_total",
+			Help: "Close commands (closed timestamps) proposed by this node's shard leaders so that followers can serve reads with newer floors, by result.",
+		}, []string{"result"}),
 		mismatch: prometheus.NewDesc("causeway_shard_digest_mismatch",
 			"1 while this node's replica refuses reads because its digest differed from its group's at a consistency check (corrupt or suspect).", labels, nil),
 		isLeader: prometheus.NewDesc("causeway_shard_is_leader", "1 if this node's replica leads the shard.", labels, nil),
@@ -63,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewDesc("causeway_shard_last_snapshot_index", "Index of the replica's last snapshot.", labels, nil),
 		groups:   make(map[*Group]struct{}),
 	}
-	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m)
+	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m.closes, m)
 	return m
 }
 
@@ -82,6 +87,16 @@ func (m *Metrics) remove(g *Group) {
 func (m *Metrics) observePropose(shard, result string, d time.Duration) {
 	if m != nil {
 		m.proposeSeconds.WithLabelValues(shard, result).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) observeClose(ok bool) {
+	if m != nil {
+		if ok {
+			m.closes.WithLabelValues("ok").Inc()
+		} else {
+			m.closes.WithLabelValues("error").Inc()
+		}
 	}
 }
 

@@ -35,6 +35,8 @@ type Digest struct {
 	Slots [DigestSlots]uint64
 	// Requests hashes the request-id table (ShardTx.Digest only).
 	Requests uint64
+	// Origins hashes the progress of every origin (ShardTx.Digest only).
+	Origins uint64
 }
 
 // Sum folds the whole digest into one number, for logs and quick
@@ -48,6 +50,7 @@ func (d Digest) Sum() uint64 {
 		b = binary.BigEndian.AppendUint64(b, s)
 	}
 	b = binary.BigEndian.AppendUint64(b, d.Requests)
+	b = binary.BigEndian.AppendUint64(b, d.Origins)
 	return xxhash.Sum64(b)
 }
 
@@ -87,7 +90,8 @@ var keyTerm = []byte{escByte, escTerm}
 
 // Digest fingerprints everything the replicas of a shard group must agree
 // on at one applied index: every stored version (values and tombstones,
-// as stored bytes), the request-id table and the shard's newest HLC.
+// as stored bytes), the request-id table, the shard's newest HLC and the
+// progress of every origin.
 // Garbage collection is a replicated command, so it removes the same
 // versions on every replica. The data is hashed as stored, without
 // decoding: a damaged entry changes the digest instead of failing it.
@@ -111,6 +115,14 @@ func (s *ShardTx) Digest() (Digest, error) {
 	}
 	if s.reqs != nil {
 		d.Requests = hashBucket(s.reqs)
+	}
+	if s.state != nil {
+		h := xxhash.New()
+		c := s.state.Cursor()
+		for k, v := c.Seek(stateOrigin); k != nil && bytes.HasPrefix(k, stateOrigin); k, v = c.Next() {
+			writeEntry(h, k, v)
+		}
+		d.Origins = h.Sum64()
 	}
 	return d, nil
 }

@@ -39,6 +39,9 @@ var (
 	metaRaftLogs = []byte("raft_logs")
 	stateApply   = []byte("applied_index")
 	stateMaxHLC  = []byte("max_hlc")
+	// stateOrigin + site: the progress of that origin's replicated
+	// writes (Progress: hlc, seq; 8 bytes big endian each).
+	stateOrigin = []byte("origin/")
 )
 
 // formatVersion is the on-disk format this build writes and reads.

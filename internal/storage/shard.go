@@ -174,6 +174,42 @@ func (s *ShardTx) SetApplied(index, maxHLC uint64) error {
 	return putUint64(s.state, stateMaxHLC, maxHLC)
 }
 
+// Progress is how far a shard replica has applied the writes of one other
+// site (an origin): the sequence number of the last one (an origin numbers
+// its writes to each shard from 1, without gaps) and the highest HLC it
+// covers (the last write's, or a closed timestamp the origin sent after
+// it). Every write of the origin to the shard with an HLC up to HLC is
+// applied.
+type Progress struct {
+	HLC, Seq uint64
+}
+
+// Origins returns the progress of every origin that replicated writes to
+// the shard.
+func (s *ShardTx) Origins() (map[string]Progress, error) {
+	out := map[string]Progress{}
+	if s.state == nil {
+		return out, nil
+	}
+	c := s.state.Cursor()
+	for k, v := c.Seek(stateOrigin); k != nil && bytes.HasPrefix(k, stateOrigin); k, v = c.Next() {
+		if len(v) != 16 {
+			return nil, fmt.Errorf("%w: origin progress %q is %d bytes", ErrBadEncoding, k, len(v))
+		}
+		out[string(k[len(stateOrigin):])] = Progress{HLC: binary.BigEndian.Uint64(v), Seq: binary.BigEndian.Uint64(v[8:])}
+	}
+	return out, nil
+}
+
+// SetOrigin records the progress of origin.
+func (s *ShardTx) SetOrigin(origin string, p Progress) error {
+	if origin == "" {
+		return fmt.Errorf("%w: empty origin", ErrBadEncoding)
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.HLC)
+	return s.state.Put(append(bytes.Clone(stateOrigin), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
+}
+
 // Request returns the outcome recorded for a request id.
 func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool) {
 	if s.reqs == nil {

@@ -72,7 +72,7 @@ func (x Condition_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Condition_Kind.Descriptor instead.
 func (Condition_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{2, 0}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{3, 0}
 }
 
 // Command is one replicated state-machine command: the payload of one raft
@@ -87,6 +87,8 @@ type Command struct {
 	//	*Command_Write
 	//	*Command_Collect
 	//	*Command_DigestCheck
+	//	*Command_Close
+	//	*Command_Replicate
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -163,6 +165,24 @@ func (x *Command) GetDigestCheck() *DigestCheck {
 	return nil
 }
 
+func (x *Command) GetClose() *Close {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Close); ok {
+			return x.Close
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReplicate() *Replicate {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Replicate); ok {
+			return x.Replicate
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -179,11 +199,23 @@ type Command_DigestCheck struct {
 	DigestCheck *DigestCheck `protobuf:"bytes,4,opt,name=digest_check,json=digestCheck,proto3,oneof"`
 }
 
+type Command_Close struct {
+	Close *Close `protobuf:"bytes,5,opt,name=close,proto3,oneof"`
+}
+
+type Command_Replicate struct {
+	Replicate *Replicate `protobuf:"bytes,6,opt,name=replicate,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Op() {}
 
 func (*Command_Collect) isCommand_Op() {}
 
 func (*Command_DigestCheck) isCommand_Op() {}
+
+func (*Command_Close) isCommand_Op() {}
+
+func (*Command_Replicate) isCommand_Op() {}
 
 // Write creates one new version of a key (a value or a tombstone).
 type Write struct {
@@ -198,7 +230,12 @@ type Write struct {
 	ClientId string `protobuf:"bytes,6,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	Seq      uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Condition, if any.
-	Condition     *Condition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
+	Condition *Condition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
+	// The writer's dependencies (its session's nearest dependencies): a
+	// site that receives this write from another applies it only after
+	// these. Kept in the log for the chain of sites; the state machine does
+	// not read them.
+	Deps          []*Dependency `protobuf:"bytes,9,rep,name=deps,proto3" json:"deps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +326,91 @@ func (x *Write) GetCondition() *Condition {
 	return nil
 }
 
+func (x *Write) GetDeps() []*Dependency {
+	if x != nil {
+		return x.Deps
+	}
+	return nil
+}
+
+// Dependency: every write of origin to (keyspace, shard) up to hlc.
+type Dependency struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard    uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	// Every shard of the keyspace (shard is then ignored).
+	AllShards     bool   `protobuf:"varint,3,opt,name=all_shards,json=allShards,proto3" json:"all_shards,omitempty"`
+	Origin        string `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	Hlc           uint64 `protobuf:"varint,5,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dependency) Reset() {
+	*x = Dependency{}
+	mi := &file_peer_v1_command_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dependency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dependency) ProtoMessage() {}
+
+func (x *Dependency) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dependency.ProtoReflect.Descriptor instead.
+func (*Dependency) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Dependency) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *Dependency) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *Dependency) GetAllShards() bool {
+	if x != nil {
+		return x.AllShards
+	}
+	return false
+}
+
+func (x *Dependency) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Dependency) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
 type Condition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          Condition_Kind         `protobuf:"varint,1,opt,name=kind,proto3,enum=causeway.peer.v1.Condition_Kind" json:"kind,omitempty"`
@@ -300,7 +422,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_peer_v1_command_proto_msgTypes[2]
+	mi := &file_peer_v1_command_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +434,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[2]
+	mi := &file_peer_v1_command_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +447,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{2}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Condition) GetKind() Condition_Kind {
@@ -358,13 +480,17 @@ type Collect struct {
 	RequestCutoffHlc uint64                 `protobuf:"varint,2,opt,name=request_cutoff_hlc,json=requestCutoffHlc,proto3" json:"request_cutoff_hlc,omitempty"`
 	StartKey         []byte                 `protobuf:"bytes,3,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
 	MaxKeys          uint32                 `protobuf:"varint,4,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// If set, cutoff_hlc is lowered to it: the shard's global frontier (no
+	// origin can still deliver a write at or below it), so a late write
+	// from another site never meets a collected tombstone.
+	FrontierHlc   *uint64 `protobuf:"varint,5,opt,name=frontier_hlc,json=frontierHlc,proto3,oneof" json:"frontier_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Collect) Reset() {
 	*x = Collect{}
-	mi := &file_peer_v1_command_proto_msgTypes[3]
+	mi := &file_peer_v1_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +502,7 @@ func (x *Collect) String() string {
 func (*Collect) ProtoMessage() {}
 
 func (x *Collect) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[3]
+	mi := &file_peer_v1_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +515,7 @@ func (x *Collect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collect.ProtoReflect.Descriptor instead.
 func (*Collect) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{3}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Collect) GetCutoffHlc() uint64 {
@@ -420,6 +546,13 @@ func (x *Collect) GetMaxKeys() uint32 {
 	return 0
 }
 
+func (x *Collect) GetFrontierHlc() uint64 {
+	if x != nil && x.FrontierHlc != nil {
+		return *x.FrontierHlc
+	}
+	return 0
+}
+
 // DigestCheck starts a replica consistency check: every replica that
 // applies it fingerprints its state as of the entry's index (the same
 // state on every replica), and the replicas then compare their digests
@@ -432,7 +565,7 @@ type DigestCheck struct {
 
 func (x *DigestCheck) Reset() {
 	*x = DigestCheck{}
-	mi := &file_peer_v1_command_proto_msgTypes[4]
+	mi := &file_peer_v1_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +577,7 @@ func (x *DigestCheck) String() string {
 func (*DigestCheck) ProtoMessage() {}
 
 func (x *DigestCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_command_proto_msgTypes[4]
+	mi := &file_peer_v1_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,20 +590,232 @@ func (x *DigestCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestCheck.ProtoReflect.Descriptor instead.
 func (*DigestCheck) Descriptor() ([]byte, []int) {
-	return file_peer_v1_command_proto_rawDescGZIP(), []int{4}
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+// Close raises the shard's newest HLC to at least hlc without writing a
+// version: every write applied after it gets a larger version. A replica
+// that applied it has therefore applied every write of the shard with an
+// HLC up to hlc, so it can serve reads whose floor is at most hlc
+// (closed timestamps, docs/adr/014-cross-session-causality.md). Shard
+// leaders propose it when a read needs a floor above the shard's newest
+// version.
+type Close struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hlc           uint64                 `protobuf:"varint,1,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Close) Reset() {
+	*x = Close{}
+	mi := &file_peer_v1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Close) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Close) ProtoMessage() {}
+
+func (x *Close) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Close.ProtoReflect.Descriptor instead.
+func (*Close) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Close) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+// Replicate applies writes made at another site (the origin) to this
+// shard, in the origin's order: each keeps its origin version (hlc,
+// origin) and is applied by last-writer-wins (a write older than the key's
+// newest version goes into the key's history). The state machine keeps,
+// per origin, the last sequence number and the highest HLC applied: it
+// skips writes it already applied, and refuses the whole command when a
+// write would leave a gap (fsm.ErrSeqGap) or is malformed
+// (fsm.ErrBadReplicate).
+type Replicate struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Origin string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	// Consecutive sequence numbers, with growing HLCs.
+	Writes []*RemoteWrite `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	// If not zero: the origin wrote nothing to this shard after sequence
+	// number closed_seq with an HLC at or below closed_hlc (a closed
+	// timestamp), so the origin's progress advances to it once every write
+	// up to closed_seq is applied.
+	ClosedHlc     uint64 `protobuf:"varint,3,opt,name=closed_hlc,json=closedHlc,proto3" json:"closed_hlc,omitempty"`
+	ClosedSeq     uint64 `protobuf:"varint,4,opt,name=closed_seq,json=closedSeq,proto3" json:"closed_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replicate) Reset() {
+	*x = Replicate{}
+	mi := &file_peer_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replicate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replicate) ProtoMessage() {}
+
+func (x *Replicate) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replicate.ProtoReflect.Descriptor instead.
+func (*Replicate) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Replicate) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Replicate) GetWrites() []*RemoteWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *Replicate) GetClosedHlc() uint64 {
+	if x != nil {
+		return x.ClosedHlc
+	}
+	return 0
+}
+
+func (x *Replicate) GetClosedSeq() uint64 {
+	if x != nil {
+		return x.ClosedSeq
+	}
+	return 0
+}
+
+type RemoteWrite struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value     []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Tombstone bool                   `protobuf:"varint,3,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	// The origin's version.
+	Hlc uint64 `protobuf:"varint,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The origin's sequence number of this write in this shard, from 1.
+	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteWrite) Reset() {
+	*x = RemoteWrite{}
+	mi := &file_peer_v1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteWrite) ProtoMessage() {}
+
+func (x *RemoteWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteWrite.ProtoReflect.Descriptor instead.
+func (*RemoteWrite) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoteWrite) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RemoteWrite) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *RemoteWrite) GetTombstone() bool {
+	if x != nil {
+		return x.Tombstone
+	}
+	return false
+}
+
+func (x *RemoteWrite) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+func (x *RemoteWrite) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 var File_peer_v1_command_proto protoreflect.FileDescriptor
 
 const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xd3\x01\n" +
+	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xc1\x02\n" +
 	"\aCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12/\n" +
 	"\x05write\x18\x02 \x01(\v2\x17.causeway.peer.v1.WriteH\x00R\x05write\x125\n" +
 	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollect\x12B\n" +
-	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheckB\x04\n" +
-	"\x02op\"\xdd\x01\n" +
+	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheck\x12/\n" +
+	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05close\x12;\n" +
+	"\treplicate\x18\x06 \x01(\v2\x1b.causeway.peer.v1.ReplicateH\x00R\treplicateB\x04\n" +
+	"\x02op\"\x8f\x02\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
@@ -479,7 +824,16 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x04site\x18\x05 \x01(\tR\x04site\x12\x1b\n" +
 	"\tclient_id\x18\x06 \x01(\tR\bclientId\x12\x10\n" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x129\n" +
-	"\tcondition\x18\b \x01(\v2\x1b.causeway.peer.v1.ConditionR\tcondition\"\xa8\x01\n" +
+	"\tcondition\x18\b \x01(\v2\x1b.causeway.peer.v1.ConditionR\tcondition\x120\n" +
+	"\x04deps\x18\t \x03(\v2\x1c.causeway.peer.v1.DependencyR\x04deps\"\x87\x01\n" +
+	"\n" +
+	"Dependency\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x1d\n" +
+	"\n" +
+	"all_shards\x18\x03 \x01(\bR\tallShards\x12\x16\n" +
+	"\x06origin\x18\x04 \x01(\tR\x06origin\x12\x10\n" +
+	"\x03hlc\x18\x05 \x01(\x04R\x03hlc\"\xa8\x01\n" +
 	"\tCondition\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .causeway.peer.v1.Condition.KindR\x04kind\x12\x10\n" +
 	"\x03hlc\x18\x02 \x01(\x04R\x03hlc\x12\x12\n" +
@@ -487,14 +841,31 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fKIND_VERSION\x10\x01\x12\x0f\n" +
-	"\vKIND_ABSENT\x10\x02\"\x8e\x01\n" +
+	"\vKIND_ABSENT\x10\x02\"\xc7\x01\n" +
 	"\aCollect\x12\x1d\n" +
 	"\n" +
 	"cutoff_hlc\x18\x01 \x01(\x04R\tcutoffHlc\x12,\n" +
 	"\x12request_cutoff_hlc\x18\x02 \x01(\x04R\x10requestCutoffHlc\x12\x1b\n" +
 	"\tstart_key\x18\x03 \x01(\fR\bstartKey\x12\x19\n" +
-	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\"\r\n" +
-	"\vDigestCheckB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\bmax_keys\x18\x04 \x01(\rR\amaxKeys\x12&\n" +
+	"\ffrontier_hlc\x18\x05 \x01(\x04H\x00R\vfrontierHlc\x88\x01\x01B\x0f\n" +
+	"\r_frontier_hlc\"\r\n" +
+	"\vDigestCheck\"\x19\n" +
+	"\x05Close\x12\x10\n" +
+	"\x03hlc\x18\x01 \x01(\x04R\x03hlc\"\x98\x01\n" +
+	"\tReplicate\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x125\n" +
+	"\x06writes\x18\x02 \x03(\v2\x1d.causeway.peer.v1.RemoteWriteR\x06writes\x12\x1d\n" +
+	"\n" +
+	"closed_hlc\x18\x03 \x01(\x04R\tclosedHlc\x12\x1d\n" +
+	"\n" +
+	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\"w\n" +
+	"\vRemoteWrite\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
+	"\ttombstone\x18\x03 \x01(\bR\ttombstone\x12\x10\n" +
+	"\x03hlc\x18\x04 \x01(\x04R\x03hlc\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seqB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_command_proto_rawDescOnce sync.Once
@@ -509,26 +880,34 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_peer_v1_command_proto_goTypes = []any{
 	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
 	(*Command)(nil),     // 1: causeway.peer.v1.Command
 	(*Write)(nil),       // 2: causeway.peer.v1.Write
-	(*Condition)(nil),   // 3: causeway.peer.v1.Condition
-	(*Collect)(nil),     // 4: causeway.peer.v1.Collect
-	(*DigestCheck)(nil), // 5: causeway.peer.v1.DigestCheck
+	(*Dependency)(nil),  // 3: causeway.peer.v1.Dependency
+	(*Condition)(nil),   // 4: causeway.peer.v1.Condition
+	(*Collect)(nil),     // 5: causeway.peer.v1.Collect
+	(*DigestCheck)(nil), // 6: causeway.peer.v1.DigestCheck
+	(*Close)(nil),       // 7: causeway.peer.v1.Close
+	(*Replicate)(nil),   // 8: causeway.peer.v1.Replicate
+	(*RemoteWrite)(nil), // 9: causeway.peer.v1.RemoteWrite
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
 	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
-	4, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
-	5, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
-	3, // 3: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	0, // 4: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
+	6, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
+	7, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
+	8, // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
+	4, // 5: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	3, // 6: causeway.peer.v1.Write.deps:type_name -> causeway.peer.v1.Dependency
+	0, // 7: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	9, // 8: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -540,14 +919,17 @@ func file_peer_v1_command_proto_init() {
 		(*Command_Write)(nil),
 		(*Command_Collect)(nil),
 		(*Command_DigestCheck)(nil),
+		(*Command_Close)(nil),
+		(*Command_Replicate)(nil),
 	}
+	file_peer_v1_command_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,48 @@
+package router
+
+import (
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/placement"
+)
+
+// Call is the per-request state: the keyspace, the session the request
+// carried (only the floors this request needs, for a narrowed token), and
+// what this request observed, which the reply returns for the client to
+// merge.
+type Call struct {
+	Keyspace string
+	Session  *causal.Session
+	Observed causal.Session
+}
+
+// Observe records that the request saw version v of key (in shard sh).
+func (c *Call) Observe(sh placement.Shard, key []byte, v causal.Version) {
+	c.Session.ObserveShard(c.Keyspace, key, sh.ID, v)
+	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
+}
+
+// ObserveWrite records that the request wrote version v of key (in shard
+// sh): the session's dependencies become that write (see
+// causal.Session.ObserveWrite).
+func (c *Call) ObserveWrite(sh placement.Shard, key []byte, v causal.Version) {
+	c.Session.ObserveWrite(c.Keyspace, key, sh.ID, v)
+	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
+}
+
+// Merge folds what a forwarded request observed into c.
+func (c *Call) Merge(o *causal.Session) {
+	c.Session.Merge(o)
+	c.Observed.Merge(o)
+}
+
+// Token returns the session token of the reply. For a request that carried
+// a partial session (the floors it needed, as the Go client sends), it
+// carries only what this request observed: the versions it read or wrote,
+// with their shards, and their largest HLC. Otherwise it carries the whole
+// session updated with them.
+func (c *Call) Token() []byte {
+	if c.Session.Partial {
+		return c.Observed.Encode()
+	}
+	return c.Session.Encode()
+}

@@ -1,0 +1,59 @@
+package router
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics counts routing decisions.
+type Metrics struct {
+	forwarded     prometheus.Counter
+	localReads    *prometheus.CounterVec
+	floorWaits    prometheus.Counter
+	floorWaitSec  *prometheus.HistogramVec
+	depWaitSec    prometheus.Histogram
+	depsUnchecked prometheus.Counter
+}
+
+func newMetrics() *Metrics {
+	return &Metrics{
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "rpc", Name: "forwarded_total",
+			Help: "Requests (or parts of scans and batches) forwarded to another node of the site.",
+		}),
+		localReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "rpc", Name: "local_reads_total",
+			Help: "CAUSAL reads served by this node's replica, by its role (leader or follower).",
+		}, []string{"role"}),
+		floorWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "rpc", Name: "floor_forwards_total",
+			Help: "CAUSAL reads a follower could not serve within the follower wait (it had not applied the session's floor) and forwarded to the leader.",
+		}),
+		floorWaitSec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "floor_wait_seconds",
+			Help:    "Time a CAUSAL read waited for this node's replica to apply the session's floor, by outcome (served, forwarded, timeout). Reads that needed no wait are not counted.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}, []string{"outcome"}),
+		depWaitSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "dependency_wait_seconds",
+			Help:    "Time a write waited for this site to apply other sites' writes it depends on. Writes that needed no wait are not counted.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}),
+		depsUnchecked: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "dependencies_unchecked_total",
+			Help: "Dependencies on other sites' writes to shards this node holds no replica of, left to the chain of sites to check.",
+		}),
+	}
+}
+
+// NewMetrics registers the routing metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := newMetrics()
+	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked)
+	return m
+}
+
+func (m *Metrics) localRead(leader bool) {
+	if leader {
+		m.localReads.WithLabelValues("leader").Inc()
+	} else {
+		m.localReads.WithLabelValues("follower").Inc()
+	}
+}

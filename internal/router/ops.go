@@ -1,0 +1,311 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// CondError is a write whose condition failed (a compare-and-swap that
+// lost); Result holds the key's current version.
+type CondError struct{ Result fsm.Result }
+
+func (e *CondError) Error() string {
+	return fmt.Sprintf("router: condition failed: %v", e.Result.Err)
+}
+
+func (e *CondError) Unwrap() error { return e.Result.Err }
+
+// Propose stamps w and proposes it to g, this node's replica of sh, which
+// must lead. The clock first observes everything the session has seen, so
+// the new version is newer than all of it (monotonic writes,
+// writes-follow-reads). A failed condition is a *CondError.
+func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (fsm.Result, error) {
+	deps := c.Session.Deps(nil)
+	if err := r.waitDeps(ctx, c.Keyspace, deps); err != nil {
+		return fsm.Result{}, err
+	}
+	w.Deps = w.Deps[:0]
+	for _, d := range deps {
+		w.Deps = append(w.Deps, &peerv1.Dependency{Keyspace: d.Ref.Keyspace, Shard: d.Ref.Shard, AllShards: d.Ref.Shard == causal.UnknownShard, Origin: d.Ref.Origin, Hlc: d.HLC})
+	}
+	r.clock.Observe(c.Session.MaxHLC)
+	w.Hlc = r.clock.Now()
+	w.Site = r.cfg.Site
+	if o != nil && o.RequestId != nil {
+		w.ClientId, w.Seq = o.RequestId.ClientId, o.RequestId.Seq
+	}
+	res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Write{Write: w}})
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if res.Err != nil {
+		if !res.Current.IsZero() {
+			c.Observe(sh, w.Key, res.Current)
+		}
+		return res, &CondError{Result: res}
+	}
+	c.ObserveWrite(sh, w.Key, res.Version)
+	return res, nil
+}
+
+// waitDeps waits until this site has applied the writes of other sites
+// that deps name (a session that read them at another site writes here),
+// on this node's replicas, up to CausalWait. Dependencies on this site's
+// own writes need no wait: they were committed here before anyone could
+// read them. A dependency on a shard this node holds no replica of is not
+// checked here; the chain of sites checks it where the write is applied.
+func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.Dependency) error {
+	start := time.Now()
+	waited := false
+	defer func() {
+		if waited {
+			r.metrics.depWaitSec.Observe(time.Since(start).Seconds())
+		}
+	}()
+	for _, d := range deps {
+		if d.Ref.Origin == "" || d.Ref.Origin == r.cfg.Site {
+			continue
+		}
+		shards := []placement.Shard{{Keyspace: d.Ref.Keyspace, ID: d.Ref.Shard}}
+		if d.Ref.Shard == causal.UnknownShard {
+			var err error
+			if shards, err = r.Shards(d.Ref.Keyspace); err != nil {
+				continue // a keyspace this site does not hold
+			}
+		}
+		for _, sh := range shards {
+			g := r.Local(sh)
+			if g == nil {
+				r.metrics.depsUnchecked.Inc()
+				continue
+			}
+			f := causal.Floor{Origin: d.Ref.Origin, HLC: d.HLC}
+			if applied(ctx, g, f) {
+				continue
+			}
+			waited = true
+			wctx, cancel := context.WithTimeout(ctx, r.cfg.CausalWait)
+			err := waitFloor(wctx, g, f)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("%w: %s has not applied HLC %d of %s this write depends on", ErrCausalWait, sh, d.HLC, d.Ref.Origin)
+			}
+		}
+	}
+	return nil
+}
+
+// CASFailFast rejects a version-conditioned swap on g without a raft
+// round trip when this replica already holds a newer version than the
+// expected one. Versions only grow, so the swap could never succeed; every
+// other case is decided in the log.
+func (r *Router) CASFailFast(g *shard.Group, c *Call, sh placement.Shard, w *peerv1.Write) error {
+	if w.Condition == nil || w.Condition.Kind != peerv1.Condition_KIND_VERSION {
+		return nil
+	}
+	want := causal.Version{HLC: w.Condition.Hlc, Site: w.Condition.Site}
+	var cur storage.Record
+	var found bool
+	if err := g.Read(func(st *storage.ShardTx) (err error) {
+		cur, found, err = st.Latest(w.Key, true)
+		return err
+	}); err != nil || !found || !want.Less(cur.Version) {
+		return nil
+	}
+	c.Observe(sh, w.Key, cur.Version)
+	return &CondError{Result: fsm.Result{Err: fsm.ErrVersionMismatch, Current: cur.Version, CurrentFound: !cur.Tombstone}}
+}
+
+// Get reads one key under the requested consistency, here or on the node
+// chosen for it, and records what the session saw.
+func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consistency, keysOnly bool) (*kvv1.KeyValue, error) {
+	sh, err := r.Shard(c.Keyspace, key)
+	if err != nil {
+		return nil, err
+	}
+	g, addr, err := r.readTarget(ctx, c, sh, key, cons)
+	if err != nil {
+		return nil, err
+	}
+	if addr != "" {
+		return r.remoteGet(ctx, c, sh, addr, key, cons)
+	}
+	var rec storage.Record
+	var found bool
+	if err := g.Read(func(st *storage.ShardTx) error {
+		rec, found, err = st.Latest(key, keysOnly)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	item := &kvv1.KeyValue{Key: key}
+	if found {
+		c.Observe(sh, key, rec.Version)
+		item.Version = VersionPB(rec.Version)
+		item.Found = !rec.Tombstone
+		item.Value = rec.Value
+	}
+	return item, nil
+}
+
+// shardIs returns a shard function for causal.Session.ForRead that places
+// every key in sh.
+func shardIs(sh placement.Shard) func([]byte) (uint32, bool) {
+	return func([]byte) (uint32, bool) { return sh.ID, true }
+}
+
+// remoteGet reads one key on another node, carrying the floors that read
+// needs and merging what it observed.
+func (r *Router) remoteGet(ctx context.Context, c *Call, sh placement.Shard, addr string, key []byte, cons kvv1.Consistency) (*kvv1.KeyValue, error) {
+	kv, err := r.pool.KV(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kv.Get(forwardCtx(ctx), &kvv1.GetRequest{
+		Header: &kvv1.RequestHeader{Keyspace: c.Keyspace, Session: c.Session.ForRead(c.Keyspace, [][]byte{key}, shardIs(sh)).Encode()},
+		Key:    key, Consistency: cons,
+	})
+	if err != nil {
+		return nil, RemoteErr(err)
+	}
+	if err := mergeSession(c, resp.Header); err != nil {
+		return nil, err
+	}
+	return &kvv1.KeyValue{Key: key, Found: resp.Found, Value: resp.Value, Version: resp.Version}, nil
+}
+
+func mergeSession(c *Call, h *kvv1.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	sess, err := causal.DecodeSession(h.Session)
+	if err != nil {
+		return fmt.Errorf("router: session from peer: %w", err)
+	}
+	c.Merge(sess)
+	return nil
+}
+
+// History returns up to limit versions of key, newest first, read under
+// the requested consistency here or on the node chosen for it.
+func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, cons kvv1.Consistency) ([]*kvv1.VersionedValue, error) {
+	sh, err := r.Shard(c.Keyspace, key)
+	if err != nil {
+		return nil, err
+	}
+	g, addr, err := r.readTarget(ctx, c, sh, key, cons)
+	if err != nil {
+		return nil, err
+	}
+	if addr != "" {
+		kv, err := r.pool.KV(addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := kv.History(forwardCtx(ctx), &kvv1.HistoryRequest{
+			Header: &kvv1.RequestHeader{Keyspace: c.Keyspace, Session: c.Session.ForRead(c.Keyspace, [][]byte{key}, shardIs(sh)).Encode()},
+			Key:    key, Limit: uint32(limit), Consistency: cons,
+		})
+		if err != nil {
+			return nil, RemoteErr(err)
+		}
+		if err := mergeSession(c, resp.Header); err != nil {
+			return nil, err
+		}
+		return resp.Versions, nil
+	}
+	var recs []storage.Record
+	if err := g.Read(func(st *storage.ShardTx) error {
+		recs, err = st.History(key, limit)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]*kvv1.VersionedValue, len(recs))
+	for i, rec := range recs {
+		out[i] = &kvv1.VersionedValue{Version: VersionPB(rec.Version), Value: rec.Value, Tombstone: rec.Tombstone}
+	}
+	if len(recs) > 0 {
+		c.Observe(sh, key, recs[0].Version)
+	}
+	return out, nil
+}
+
+// ScanRange is a validated scan of one shard: keys in [Start, End) (nil
+// End: unbounded), at most Limit of them.
+type ScanRange struct {
+	Start, End []byte
+	Limit      int
+}
+
+// ScanShard scans one shard here or on the node chosen for it.
+func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr ScanRange, keysOnly bool, cons kvv1.Consistency) ([]storage.Record, bool, error) {
+	var g *shard.Group
+	var addr string
+	var err error
+	strong := cons == kvv1.Consistency_CONSISTENCY_STRONG
+	if strong {
+		g, addr, err = r.strongTarget(ctx, sh)
+	} else {
+		// The replica must have applied the shard's floor and the floors of
+		// the keys of this shard inside the range.
+		floors := r.readFloors(c, sh, nil, sr.Start, sr.End)
+		if local := r.Local(sh); len(floors) > 0 && (local == nil || local.Corrupt()) {
+			// A shard scan on another node carries no floor: read it on
+			// the leader after a read barrier, which is at least as new.
+			strong = true
+			g, addr, err = r.strongTarget(ctx, sh)
+		} else {
+			g, addr, err = r.causalTarget(ctx, sh, floors)
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if addr == "" {
+		var recs []storage.Record
+		var more bool
+		err := g.Read(func(st *storage.ShardTx) (err error) {
+			recs, more, err = st.Scan(sr.Start, sr.End, sr.Limit, keysOnly)
+			return err
+		})
+		return recs, more, err
+	}
+	nc, err := r.pool.Node(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := nc.ScanShard(forwardCtx(ctx), &peerv1.ScanShardRequest{
+		Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID},
+		Start: sr.Start, End: sr.End, Limit: uint32(sr.Limit), KeysOnly: keysOnly,
+		Strong: strong,
+	})
+	if err != nil {
+		return nil, false, RemoteErr(err)
+	}
+	recs := make([]storage.Record, len(resp.Items))
+	for i, it := range resp.Items {
+		recs[i] = storage.Record{Key: it.Key, Value: it.Value, Version: causal.Version{HLC: it.Hlc, Site: it.Site}}
+	}
+	return recs, resp.More, nil
+}
+
+// VersionPB converts a version to its wire form (nil for none).
+func VersionPB(v causal.Version) *kvv1.Version {
+	if v.IsZero() {
+		return nil
+	}
+	return &kvv1.Version{Hlc: v.HLC, Site: v.Site}
+}

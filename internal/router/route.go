@@ -1,0 +1,355 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+)
+
+// Routing errors.
+var (
+	// ErrNoLeader: the shard has no reachable leader right now. Retryable.
+	ErrNoLeader = errors.New("router: shard has no leader")
+	// ErrRoutingLoop: a request was forwarded too many times. Retryable.
+	ErrRoutingLoop = errors.New("router: request forwarded too many times")
+	// ErrCausalWait: no replica caught up with the session's floor in
+	// time. Retryable.
+	ErrCausalWait = errors.New("router: timed out waiting for causal dependencies")
+	// ErrPeerUnavailable: a call to another node failed without an
+	// answer from it. Retryable.
+	ErrPeerUnavailable = errors.New("router: node unavailable")
+)
+
+// hopsKey is the metadata key counting how often a request was forwarded.
+const (
+	hopsKey = "causeway-hops"
+	maxHops = 3
+)
+
+func hopsIn(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(hopsKey); len(v) > 0 {
+		n, _ := strconv.Atoi(v[0])
+		return n
+	}
+	return 0
+}
+
+// forwardCtx returns the outgoing context of a forwarded request.
+func forwardCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hopsIn(ctx)+1))
+}
+
+// RemoteErr passes a remote status through and wraps any other failure of
+// a call to another node in ErrPeerUnavailable.
+func RemoteErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrPeerUnavailable, err)
+}
+
+// unavailable reports whether a forwarded call failed in a way a retry
+// elsewhere may fix.
+func unavailable(err error) bool {
+	return errors.Is(err, ErrPeerUnavailable) || status.Code(err) == codes.Unavailable
+}
+
+// leaderTarget returns this node's replica of sh if it leads, or the peer
+// address of the leader; it waits up to LeaderWait for an election.
+func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
+	if hopsIn(ctx) >= maxHops {
+		return nil, "", ErrRoutingLoop
+	}
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		if g := r.Local(sh); g != nil {
+			if g.IsLeader() {
+				return g, "", nil
+			}
+			if addr := g.LeaderAddr(); addr != "" {
+				return nil, addr, nil
+			}
+		} else if reps, _ := r.Replicas(sh); len(reps) > 0 {
+			// Any replica knows its leader and forwards once more.
+			return nil, reps[0].PeerAddr, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, "", fmt.Errorf("%w: %s", ErrNoLeader, sh)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// OnLeader runs local on the shard leader, here or, through forward, on
+// the node that leads it (forward gets that node's KV client and the
+// forwarded request's context). A leadership change (election, transfer)
+// before or during the proposal is retried until LeaderWait: every
+// mutation carries a request id by then, so a retry of a write that did
+// commit applies once. Only the node the client called retries (hop 0).
+func (r *Router) OnLeader(ctx context.Context, sh placement.Shard, local func(*shard.Group) error, forward func(kvv1.KVClient, context.Context) error) error {
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		g, addr, err := r.leaderTarget(ctx, sh)
+		if err != nil {
+			return err
+		}
+		if addr != "" {
+			kv, err := r.pool.KV(addr)
+			if err != nil {
+				return err
+			}
+			r.metrics.forwarded.Inc()
+			err = RemoteErr(forward(kv, forwardCtx(ctx)))
+			// The node we forwarded to may have just lost the leadership
+			// (an election, a leadership transfer): ask again.
+			if !unavailable(err) || hopsIn(ctx) > 0 || !retryBefore(ctx, deadline) {
+				return err
+			}
+			continue
+		}
+		err = local(g)
+		if !(errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) || !retryBefore(ctx, deadline) {
+			return err
+		}
+	}
+}
+
+// retryBefore waits a moment before a retry and reports whether there is
+// still time for one.
+func retryBefore(ctx context.Context, deadline time.Time) bool {
+	if time.Now().After(deadline) {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(20 * time.Millisecond):
+		return true
+	}
+}
+
+// readFloors returns the floors a replica of sh must have applied before
+// it serves c's read of key (nil key: a scan of [scanStart, scanEnd)), at
+// most one per origin, with origin "" for this site's own writes.
+//
+// Besides the floors the session holds for the key and the shard, this
+// site's floor is raised to the session's MaxHLC: every version in the
+// causal past of anything the session saw, whoever wrote it, has an HLC
+// of at most MaxHLC (a write's HLC exceeds everything its writer had
+// seen), so a replica that applied MaxHLC of this site's writes holds all
+// of the shard's part of that past written here. That is what carries
+// causality across sessions (docs/adr/015-cross-session-causality.md).
+// MaxHLC is a fallback floor: the shard's newest version can be older.
+func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, scanEnd []byte) []causal.Floor {
+	var buf [4]causal.Floor
+	var fs []causal.Floor
+	if key != nil {
+		fs = c.Session.ReadFloors(buf[:0], c.Keyspace, key, sh.ID)
+	} else {
+		fs = c.Session.ShardReadFloors(buf[:0], c.Keyspace, sh.ID, scanStart, scanEnd, func(k []byte) uint32 {
+			ks, _ := r.Shard(c.Keyspace, k)
+			return ks.ID
+		})
+	}
+	out := fs[:0:0]
+	local := causal.Floor{}
+	for _, f := range fs {
+		if f.Origin == "" || f.Origin == r.cfg.Site {
+			if f.HLC > local.HLC {
+				local = causal.Floor{HLC: f.HLC, Fallback: f.Fallback}
+			}
+			continue
+		}
+		out = append(out, f)
+	}
+	if c.Session.MaxHLC > local.HLC && !guards.Off(guards.CausalFloor) {
+		local = causal.Floor{HLC: c.Session.MaxHLC, Fallback: true}
+	}
+	if local.HLC > 0 {
+		out = append(out, local)
+	}
+	return out
+}
+
+// applied reports whether g has applied f, without waiting.
+func applied(ctx context.Context, g *shard.Group, f causal.Floor) bool {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	return waitFloor(done, g, f) == nil
+}
+
+// waitFloor waits until g has applied f.
+func waitFloor(ctx context.Context, g *shard.Group, f causal.Floor) error {
+	if f.Origin == "" {
+		return g.WaitHLC(ctx, f.HLC)
+	}
+	return g.WaitOrigin(ctx, f.Origin, f.HLC)
+}
+
+// readTarget decides where a read of key is served: STRONG on the leader;
+// CAUSAL on this node's replica once it has applied the session's floor
+// (waiting up to FollowerWait, or CausalWait on the leader), else on the
+// leader, else on another replica.
+func (r *Router) readTarget(ctx context.Context, c *Call, sh placement.Shard, key []byte, cons kvv1.Consistency) (*shard.Group, string, error) {
+	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+		return r.strongTarget(ctx, sh)
+	}
+	if hopsIn(ctx) >= maxHops {
+		return nil, "", ErrRoutingLoop
+	}
+	return r.causalTarget(ctx, sh, r.readFloors(c, sh, key, nil, nil))
+}
+
+// strongTarget returns the leader of sh, here after a read barrier, or
+// its address. A leadership change under the barrier (an election, a
+// transfer) is retried until LeaderWait, like a write.
+func (r *Router) strongTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		g, addr, err := r.leaderTarget(ctx, sh)
+		if err == nil && g != nil {
+			err = g.ReadBarrier(ctx)
+		}
+		if !(errors.Is(err, shard.ErrNotLeader) || errors.Is(err, shard.ErrLeadershipLost)) || !retryBefore(ctx, deadline) {
+			return g, addr, err
+		}
+	}
+}
+
+// causalTarget serves a CAUSAL read that needs the replica to have
+// applied floors (see readFloors).
+//
+// A fallback floor may lie above the shard's newest version (a session's
+// MaxHLC, or a fallback): a follower that has not applied it hands the
+// read to the leader at once, and the leader serves it after a read
+// barrier, which makes it current with every committed write, and asks
+// its group to close this site's floor (shard.Group.AdvanceClosed), so
+// that the followers serve the next such reads themselves. Other floors
+// are versions the shard holds: a follower waits up to FollowerWait for
+// them, then hands the read to the leader, which waits up to CausalWait.
+//
+// A replica that failed a consistency check hands the read to another
+// replica, once: a read forwarded to it fails with shard.ErrCorrupt.
+func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []causal.Floor) (*shard.Group, string, error) {
+	g := r.Local(sh)
+	if g != nil && g.Corrupt() {
+		if hopsIn(ctx) > 0 {
+			return nil, "", fmt.Errorf("%w: %s on node %s", shard.ErrCorrupt, sh, r.cfg.NodeID)
+		}
+		g = nil
+	}
+	if g == nil {
+		reps, _ := r.Replicas(sh)
+		if len(reps) == 0 {
+			// The placement is not known here yet, or the replica is
+			// still opening: wait like a leader lookup does.
+			return r.leaderTarget(ctx, sh)
+		}
+		r.metrics.forwarded.Inc()
+		return nil, reps[rand.IntN(len(reps))].PeerAddr, nil
+	}
+	missing := floors[:0:0]
+	fallback := false
+	for _, f := range floors {
+		if !applied(ctx, g, f) {
+			missing = append(missing, f)
+			fallback = fallback || f.Fallback
+		}
+	}
+	if len(missing) == 0 {
+		r.metrics.localRead(g.IsLeader())
+		return g, "", nil
+	}
+	if fallback {
+		switch {
+		case g.IsLeader():
+			if err := g.ReadBarrier(ctx); err != nil {
+				return nil, "", err
+			}
+			for _, f := range missing {
+				if f.Fallback && f.Origin == "" {
+					g.AdvanceClosed(f.HLC)
+				}
+			}
+			r.metrics.localRead(true)
+			return g, "", nil
+		case g.LeaderAddr() != "":
+			r.metrics.floorWaits.Inc()
+			r.metrics.forwarded.Inc()
+			return nil, g.LeaderAddr(), nil
+		}
+	}
+	// A follower that knows no leader (an election is under way) waits for
+	// one, up to LeaderWait, rather than fail the read.
+	start := time.Now()
+	deadline := start.Add(r.cfg.LeaderWait)
+	for {
+		wait := r.cfg.CausalWait
+		if !g.IsLeader() {
+			wait = r.cfg.FollowerWait
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		var err error
+		for _, f := range missing {
+			if err = waitFloor(wctx, g, f); err != nil {
+				break
+			}
+		}
+		cancel()
+		switch {
+		case err == nil:
+			r.metrics.floorWaitSec.WithLabelValues("served").Observe(time.Since(start).Seconds())
+			r.metrics.localRead(g.IsLeader())
+			return g, "", nil
+		case ctx.Err() != nil:
+			return nil, "", ctx.Err()
+		case !g.IsLeader() && g.LeaderAddr() != "":
+			r.metrics.floorWaitSec.WithLabelValues("forwarded").Observe(time.Since(start).Seconds())
+			r.metrics.floorWaits.Inc()
+			r.metrics.forwarded.Inc()
+			return nil, g.LeaderAddr(), nil
+		case !g.IsLeader() && retryBefore(ctx, deadline):
+			continue
+		}
+		r.metrics.floorWaitSec.WithLabelValues("timeout").Observe(time.Since(start).Seconds())
+		return nil, "", fmt.Errorf("%w: %s needs %s", ErrCausalWait, sh, floorString(missing))
+	}
+}
+
+// floorString renders floors for an error message.
+func floorString(fs []causal.Floor) string {
+	var b strings.Builder
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		origin := f.Origin
+		if origin == "" {
+			origin = "this site"
+		}
+		fmt.Fprintf(&b, "HLC %d of %s", f.HLC, origin)
+	}
+	return b.String()
+}
