@@ -119,6 +119,17 @@ func (h *Host) Reconcile(m placement.Map) error {
 			if g.Generation() >= gen {
 				continue
 			}
+			if soleVoter(reps, self) {
+				// The map has no other copy of the shard: never delete
+				// it (a recovery by a node of an older build does not
+				// tell the survivor the generation).
+				h.log.Warn("replica of an older generation is its shard's only voter; keeping it and taking the shard's generation",
+					"shard", s.String(), "generation", g.Generation(), "current", gen)
+				if err := h.takeGeneration(s, g, gen); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
 			// A recovery gave this replica up: it goes, and a new one of
 			// the current generation takes its place.
 			h.log.Warn("replica belongs to an older generation of its shard; deleting it", "shard", s.String(),
@@ -148,11 +159,43 @@ func (h *Host) Reconcile(m placement.Map) error {
 	return errors.Join(errs...)
 }
 
+// soleVoter reports whether self is the only voter of reps.
+func soleVoter(reps []placement.Replica, self placement.NodeID) bool {
+	n := 0
+	for _, r := range reps {
+		if r.Voter {
+			if r.Node != self {
+				return false
+			}
+			n++
+		}
+	}
+	return n == 1
+}
+
+// takeGeneration reopens g, the only voter of s, in generation gen.
+// REQUIRES: h.changing.
+func (h *Host) takeGeneration(s placement.Shard, g *shard.Group, gen uint64) error {
+	h.mu.Lock()
+	delete(h.groups, s)
+	h.mu.Unlock()
+	if err := g.Close(); err != nil {
+		h.log.Warn("closing replica to reopen it", "shard", s.String(), "err", err)
+	}
+	return h.openTaking(s, nil, gen)
+}
+
 // open opens this node's replica of s at generation gen; rec, if set,
 // makes it go on as its group's only voter (RecoverAlone). A replica on
-// disk of an older generation is deleted first.
+// disk of an older generation is deleted first, unless the map makes it
+// the shard's only voter.
 func (h *Host) open(s placement.Shard, reps []placement.Replica, gen uint64, rec *recovery.Options) error {
 	err := h.openOnce(s, reps, gen, rec)
+	if errors.Is(err, shard.ErrStaleGeneration) && rec == nil && soleVoter(reps, placement.NodeID(h.deps.NodeID)) {
+		h.log.Warn("replica on disk of an older generation is its shard's only voter; keeping it and taking the shard's generation",
+			"shard", s.String(), "err", err)
+		return h.openTaking(s, reps, gen)
+	}
 	if errors.Is(err, shard.ErrStaleGeneration) && rec == nil {
 		h.log.Warn("replica on disk belongs to an older generation of its shard; deleting it", "shard", s.String(), "err", err)
 		if err := h.wipe(storageID(s)); err != nil {
@@ -164,6 +207,16 @@ func (h *Host) open(s placement.Shard, reps []placement.Replica, gen uint64, rec
 }
 
 func (h *Host) openOnce(s placement.Shard, reps []placement.Replica, gen uint64, rec *recovery.Options) error {
+	return h.openWith(s, reps, gen, rec, false)
+}
+
+// openTaking opens the replica of s, whatever its generation, in
+// generation gen (shard.Deps.TakeGeneration).
+func (h *Host) openTaking(s placement.Shard, reps []placement.Replica, gen uint64) error {
+	return h.openWith(s, reps, gen, nil, true)
+}
+
+func (h *Host) openWith(s placement.Shard, reps []placement.Replica, gen uint64, rec *recovery.Options, take bool) error {
 	id := storageID(s)
 	trans, err := h.deps.Transports.Transport(id.String())
 	if err != nil {
@@ -174,7 +227,7 @@ func (h *Host) openOnce(s placement.Shard, reps []placement.Replica, gen uint64,
 	// A shard whose only replica is this node is created here; any other
 	// new replica is empty until the shard's leader adds it.
 	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
-	d.Recover, d.Generation = rec, gen
+	d.Recover, d.Generation, d.TakeGeneration = rec, gen, take
 	g, err := shard.Open(id, h.deps.Shard, d)
 	if err != nil {
 		if c, ok := trans.(interface{ Close() error }); ok {

@@ -240,15 +240,22 @@ func (s *Service) recoverAlone(g *shard.Group, req *peerv1.ChangeReplicasRequest
 		return nil, toStatus(ErrNodeIDRequired)
 	}
 	sh, _ := shardOf(req.Shard)
+	gen := req.Generation
+	if gen == 0 && s.catalog != nil {
+		// A catalog leader of an older build names no generation: the
+		// recovery starts the next one all the same, as the map will.
+		m, _ := s.catalog.Map()
+		gen = m.Generation(sh) + 1
+	}
 	if req.Force && !alone(g) {
 		if l := g.Leader(); l != "" {
 			return nil, toStatus(fmt.Errorf("%w: %s is led by %s", ErrHasLeader, sh, l))
 		}
 	}
-	if req.Force && alone(g) && g.Generation() >= req.Generation {
+	if req.Force && alone(g) && g.Generation() >= gen {
 		return &peerv1.ChangeReplicasResponse{}, nil // done already
 	}
-	if err := s.local.RecoverAlone(sh, recovery.Options{Lost: lost, Force: req.Force}, req.Generation); err != nil {
+	if err := s.local.RecoverAlone(sh, recovery.Options{Lost: lost, Force: req.Force}, gen); err != nil {
 		if errors.Is(err, shard.ErrUnsafeRecovery) || errors.Is(err, recovery.ErrNoState) {
 			return nil, toStatus(fmt.Errorf("%w: %w", ErrUnsafeRecovery, err))
 		}

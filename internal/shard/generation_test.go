@@ -54,7 +54,8 @@ func testStores(t *testing.T, dir string) (*storage.DB, *storage.RaftLogs) {
 // TestOpenGenerations: a replica with no state starts the generation it is
 // given; one with state refuses to open at a newer generation
 // (ErrStaleGeneration: a recovery gave it up), opens at its own or an
-// older one (a map that lags), and takes the newer one only in a recovery.
+// older one (a map that lags), and takes the newer one only in a recovery
+// or when told to (the shard's only voter).
 func TestOpenGenerations(t *testing.T) {
 	dir := t.TempDir()
 	db, logs := testStores(t, dir)
@@ -97,7 +98,9 @@ func TestOpenGenerations(t *testing.T) {
 	// A recovery (here of a replica already alone) takes the new one.
 	mustOpen(Deps{Generation: 3, Recover: &recovery.Options{Force: true}}, 3)
 	mustOpen(Deps{Generation: 3}, 3)
-	if gen, err := recovery.Generation(logs.RaftStore(id.String())); gen != 3 || err != nil {
+	// The shard's only voter takes a newer generation rather than fail.
+	mustOpen(Deps{Generation: 5, TakeGeneration: true}, 5)
+	if gen, err := recovery.Generation(logs.RaftStore(id.String())); gen != 5 || err != nil {
 		t.Fatalf("stored generation %d, %v", gen, err)
 	}
 }

@@ -77,6 +77,10 @@ type Deps struct {
 	// Recover the replica takes it (the caller passes the new one). Raft
 	// traffic only flows between replicas of one generation.
 	Generation uint64
+	// TakeGeneration makes a replica of an older generation take
+	// Generation instead of failing: the caller knows it is the shard's
+	// only voter, so there is no other copy to rebuild it from.
+	TakeGeneration bool
 	// OnFatal, if set, is called once when the replica stops on a fatal
 	// error (its state machine refused a committed command): the node
 	// cannot go on serving the shard and should stop.
@@ -186,7 +190,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		return nil, fmt.Errorf("shard %s: read the generation: %w", id, err)
 	}
 	switch {
-	case !has || deps.Recover != nil:
+	case !has || deps.Recover != nil || deps.TakeGeneration:
 		g.gen = max(stored, deps.Generation)
 	case stored < deps.Generation:
 		return nil, fmt.Errorf("shard %s: %w (%d, the group's is %d)", id, ErrStaleGeneration, stored, deps.Generation)
