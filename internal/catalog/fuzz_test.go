@@ -30,6 +30,8 @@ func seedCommands(tb testing.TB) [][]byte {
 		{Op: &peerv1.CatalogCommand_Drain{Drain: &peerv1.DrainRequest{NodeId: "n2", Draining: true}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepAddLearner), NodeId: "n3"}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepRemove), NodeId: "n1", Epoch: 1}}},
+		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepForceRecover), NodeId: "n2", Generation: 1}}},
+		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepRecover), NodeId: "n1", Generation: 5}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Kind: 99}}},
 		{},
 	}
