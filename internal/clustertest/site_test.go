@@ -7,6 +7,7 @@ import (
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/placement"
 )
 
@@ -48,6 +49,9 @@ func TestThreeNodeSiteServesThroughAnyNode(t *testing.T) {
 	checkBalance(t, c.Map(), 3)
 	ctx := ctxT(t, 60*time.Second)
 	nodes := c.Live()
+	// seen is one session holding every write, so that the scans below
+	// see them all through any replica.
+	seen := &causal.Session{}
 	// Every call, through every node, on keys of every shard.
 	for i, n := range nodes {
 		for k := 0; k < 16; k++ {
@@ -65,7 +69,7 @@ func TestThreeNodeSiteServesThroughAnyNode(t *testing.T) {
 					t.Fatalf("get %s through %s (%v): %v %v", key, other.ID, cons, g, err)
 				}
 			}
-			h, err := other.KV.History(ctx, &kvv1.HistoryRequest{Key: key})
+			h, err := other.KV.History(ctx, &kvv1.HistoryRequest{Header: &kvv1.RequestHeader{Session: p.Header.Session}, Key: key})
 			if err != nil || len(h.Versions) != 1 {
 				t.Fatalf("history through %s: %v %v", other.ID, h, err)
 			}
@@ -76,16 +80,22 @@ func TestThreeNodeSiteServesThroughAnyNode(t *testing.T) {
 			if cas.Version.Hlc <= p.Version.Hlc {
 				t.Fatalf("cas version %v not after %v", cas.Version, p.Version)
 			}
+			sess, err := causal.DecodeSession(cas.Header.Session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen.Merge(sess)
 		}
 	}
 	for _, n := range nodes {
-		resp, err := n.KV.Scan(ctx, &kvv1.ScanRequest{Prefix: []byte("via-"), Limit: 20})
+		tok := seen.Encode()
+		resp, err := n.KV.Scan(ctx, &kvv1.ScanRequest{Header: &kvv1.RequestHeader{Session: tok}, Prefix: []byte("via-"), Limit: 20})
 		if err != nil {
 			t.Fatalf("scan through %s: %v", n.ID, err)
 		}
 		total := len(resp.Items)
 		for len(resp.Continuation) > 0 {
-			if resp, err = n.KV.Scan(ctx, &kvv1.ScanRequest{Prefix: []byte("via-"), Limit: 20, Continuation: resp.Continuation}); err != nil {
+			if resp, err = n.KV.Scan(ctx, &kvv1.ScanRequest{Header: &kvv1.RequestHeader{Session: tok}, Prefix: []byte("via-"), Limit: 20, Continuation: resp.Continuation}); err != nil {
 				t.Fatal(err)
 			}
 			total += len(resp.Items)

@@ -79,6 +79,8 @@ type Hooks struct {
 	Digest func(index uint64, tx *storage.Tx)
 	// Restored is called after a snapshot replaced the shard's state.
 	Restored func(applied uint64)
+	// Closed is called after a batch that applied a Close command.
+	Closed func()
 }
 
 // FSM is the state machine of one shard replica.
@@ -237,6 +239,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 		}
 		start = end + 1
+	}
+	if f.hooks.Closed != nil && fatalErr == nil {
+		for _, cmd := range cmds[:n] {
+			if _, ok := cmd.GetOp().(*peerv1.Command_Close); ok {
+				f.hooks.Closed()
+				break
+			}
+		}
 	}
 	f.mu.Lock()
 	f.applied, f.st = applied, st

@@ -282,6 +282,30 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		r.metrics.localRead(g.IsLeader())
 		return g, "", nil
 	}
+	if fallback && !g.IsLeader() {
+		// While the leader closes timestamps at a cadence, the floor is
+		// an interval or two away: wait for it rather than hand the read
+		// over.
+		if cad := g.CloseCadence(); cad > 0 {
+			start := time.Now()
+			wctx, cancel := context.WithTimeout(ctx, 3*cad)
+			var err error
+			for _, f := range missing {
+				if err = waitFloor(wctx, g, f); err != nil {
+					break
+				}
+			}
+			cancel()
+			if err == nil {
+				r.metrics.floorWaitSec.WithLabelValues("served").Observe(time.Since(start).Seconds())
+				r.metrics.localRead(false)
+				return g, "", nil
+			}
+			if ctx.Err() != nil {
+				return nil, "", ctx.Err()
+			}
+		}
+	}
 	if fallback {
 		switch {
 		case g.IsLeader():

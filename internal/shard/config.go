@@ -54,6 +54,13 @@ type Config struct {
 	// digests at a check, and how long a leader lets a check it started
 	// run before it starts another on request.
 	DigestTimeout time.Duration
+	// CloseInterval is how often a leader closes a timestamp on its shard
+	// (a Close command) while reads need newer floors than its followers
+	// applied (docs/adr/015-cross-session-causality.md); CloseDemand is
+	// how long such a need keeps the cadence going. Idle shards propose
+	// nothing. Zero CloseInterval closes only on demand, one at a time.
+	CloseInterval time.Duration
+	CloseDemand   time.Duration
 }
 
 // DefaultConfig returns the production defaults (LAN timings).
@@ -73,6 +80,8 @@ func DefaultConfig() Config {
 		GCBatchKeys:        10000,
 		DigestInterval:     5 * time.Minute,
 		DigestTimeout:      30 * time.Second,
+		CloseInterval:      10 * time.Millisecond,
+		CloseDemand:        time.Second,
 	}
 }
 
@@ -89,6 +98,8 @@ func (c Config) Validate() error {
 		return errors.New("shard: retention and intervals must not be negative")
 	case c.GCBatchKeys == 0:
 		return errors.New("shard: GCBatchKeys must be positive")
+	case c.CloseInterval < 0 || c.CloseDemand < 0:
+		return errors.New("shard: CloseInterval and CloseDemand must not be negative")
 	case c.DigestInterval < 0:
 		return errors.New("shard: DigestInterval must not be negative")
 	case c.DigestInterval > 0 && c.DigestTimeout <= 0:

@@ -114,9 +114,14 @@ type Group struct {
 	checks     checker // replica consistency checks (digest.go)
 
 	// closeWant is the highest HLC a read asked this replica, as leader,
-	// to close (AdvanceClosed); closeKick wakes closeLoop.
-	closeWant atomic.Uint64
-	closeKick chan struct{}
+	// to close (AdvanceClosed), closeDemand until when (unix nanoseconds)
+	// the leader keeps closing at CloseInterval; closeKick wakes
+	// closeLoop. lastClose is when this replica last applied a Close
+	// (unix nanoseconds), which tells followers a cadence is running.
+	closeWant   atomic.Uint64
+	closeDemand atomic.Int64
+	closeKick   chan struct{}
+	lastClose   atomic.Int64
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -141,7 +146,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 
 		closeKick: make(chan struct{}, 1),
 	}
-	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored})
+	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored,
+		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }})
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +579,9 @@ func (g *Group) Status() Status {
 
 // AdvanceClosed asks this replica, if it leads, to propose a Close command
 // raising the shard's newest HLC to at least hlc (closed timestamps,
-// docs/adr/015-cross-session-causality.md). It does not wait: requests
+// docs/adr/015-cross-session-causality.md), and to keep closing the
+// current time every CloseInterval for CloseDemand, so that its followers
+// can serve the next reads with newer floors. It does not wait: requests
 // coalesce, and one Close at a time is in flight.
 func (g *Group) AdvanceClosed(hlc uint64) {
 	for {
@@ -582,15 +590,33 @@ func (g *Group) AdvanceClosed(hlc uint64) {
 			break
 		}
 	}
+	g.closeDemand.Store(time.Now().Add(g.cfg.CloseDemand).UnixNano())
 	select {
 	case g.closeKick <- struct{}{}:
 	default:
 	}
 }
 
+// CloseCadence returns CloseInterval while this replica applies Close
+// commands at that cadence (one applied within the last two intervals, or
+// more), zero otherwise: a follower that has not applied a read's
+// fallback floor may then expect it within an interval or two rather than
+// hand the read to the leader.
+func (g *Group) CloseCadence() time.Duration {
+	iv := g.cfg.CloseInterval
+	if iv <= 0 {
+		return 0
+	}
+	if last := g.lastClose.Load(); last == 0 || time.Since(time.Unix(0, last)) > 3*iv {
+		return 0
+	}
+	return iv
+}
+
 // closeLoop proposes the Close commands AdvanceClosed asks for while this
 // replica leads, one at a time, each covering every request made before
-// it was proposed.
+// it was proposed, and then one every CloseInterval while the demand
+// lasts. It sleeps while there is no demand.
 func (g *Group) closeLoop() {
 	defer g.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -602,14 +628,26 @@ func (g *Group) closeLoop() {
 		}
 		cancel()
 	}()
+	var tick <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-g.closeKick:
+		case <-tick:
+		}
+		tick = nil
+		demand := time.Now().UnixNano() < g.closeDemand.Load()
+		if !g.IsLeader() {
+			continue
 		}
 		want := g.closeWant.Load()
-		if _, applied, _ := g.fsm.Applied(); applied >= want || !g.IsLeader() {
+		if demand && g.cfg.CloseInterval > 0 {
+			// The cadence: close the present, not only what was asked.
+			want = max(want, g.deps.Clock.Now())
+			tick = time.After(g.cfg.CloseInterval)
+		}
+		if _, applied, _ := g.fsm.Applied(); applied >= want {
 			continue
 		}
 		// The Close must not lie below what the leader may still stamp:
