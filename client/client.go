@@ -163,7 +163,7 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	defer c.mu.Unlock()
 	sess := c.mu.session
 	// Keys without a floor of their own all get the same part (MaxHLC,
-	// the fallbacks, every shard floor of the keyspace): reuse its
+	// PastHLC, the fallbacks, every shard floor of the keyspace): reuse its
 	// encoding while none of those changed (ShardGeneration counts
 	// changes of shard floors and fallbacks).
 	floorless := true
@@ -175,14 +175,14 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	}
 	rc := &c.mu.readTok
 	if floorless && rc.tok != nil && rc.keyspace == keyspace && rc.gen == sess.ShardGeneration() &&
-		rc.maxHLC == sess.MaxHLC {
+		rc.maxHLC == sess.MaxHLC && rc.pastHLC == sess.PastHLC {
 		return &kvv1.RequestHeader{Keyspace: keyspace, Session: rc.tok}
 	}
 	// Without the key's shard, ForRead includes every shard floor of the
 	// keyspace (at most its shard count).
 	tok := sess.ForRead(keyspace, keys, nil).Encode()
 	if floorless {
-		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, tok: tok}
+		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, pastHLC: sess.PastHLC, tok: tok}
 	}
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: tok}
 }
@@ -190,10 +190,10 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 // readTokCache is the encoded read part of the session for keys without
 // a key floor; the token bytes are shared by requests and never modified.
 type readTokCache struct {
-	keyspace string
-	gen      uint64
-	maxHLC   uint64
-	tok      []byte
+	keyspace        string
+	gen             uint64
+	maxHLC, pastHLC uint64
+	tok             []byte
 }
 
 // scanHeader returns the request header of a scan of [start, end).

@@ -8,8 +8,8 @@ import (
 )
 
 // TestReadHeaderCache: the cached read token of floorless keys is reused
-// only while the session's shard floors, MaxHLC and Fallback are unchanged,
-// and always equals what ForRead would encode.
+// only while the session's shard floors, fallbacks, MaxHLC and PastHLC
+// are unchanged, and always equals what ForRead would encode.
 func TestReadHeaderCache(t *testing.T) {
 	_, addr := startFake(t)
 	c := newTestClient(t, addr)
@@ -27,6 +27,18 @@ func TestReadHeaderCache(t *testing.T) {
 		return got
 	}
 	first := check("empty session")
+	// An own write raises MaxHLC only; a read of an older version then
+	// raises PastHLC alone, and the cached token must follow it.
+	c.mu.Lock()
+	c.mu.session.ObserveWrite("default", []byte("w"), 2, causal.Version{HLC: 500, Site: "s"})
+	c.mu.Unlock()
+	check("after an own write")
+	c.mu.Lock()
+	c.mu.session.ObserveShard("default", []byte("r"), 2, causal.Version{HLC: 50, Site: "s"})
+	c.mu.Unlock()
+	if got := check("after reading an older version"); bytes.Equal(got, first) {
+		t.Fatal("PastHLC rose but the read token did not change")
+	}
 	c.mu.Lock()
 	c.mu.session.ObserveShard("default", []byte("a"), 3, causal.Version{HLC: 100, Site: "s"})
 	c.mu.Unlock()

@@ -188,3 +188,36 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("folded deps: %d entries, first %v", len(got), got[0])
 	}
 }
+
+// TestPastHLC: reads raise PastHLC, the session's own writes raise MaxHLC
+// only (their causal past on other shards is what was read before);
+// tokens of older formats, which did not tell them apart, get PastHLC =
+// MaxHLC.
+func TestPastHLC(t *testing.T) {
+	var s Session
+	s.ObserveShard("ks", []byte("r"), 1, Version{HLC: 40, Site: "s1"})
+	s.ObserveWrite("ks", []byte("w"), 2, Version{HLC: 90, Site: "s1"})
+	if s.MaxHLC != 90 || s.PastHLC != 40 {
+		t.Fatalf("MaxHLC %d PastHLC %d, want 90 and 40", s.MaxHLC, s.PastHLC)
+	}
+	if v, ok := s.Floor("ks", []byte("w")); !ok || v.HLC != 90 {
+		t.Fatalf("the own write has no key floor: %v", v)
+	}
+	back, err := DecodeSession(s.Encode())
+	if err != nil || back.PastHLC != 40 || back.MaxHLC != 90 {
+		t.Fatalf("round trip: %+v %v", back, err)
+	}
+	if r := s.ForRead("ks", [][]byte{[]byte("x")}, nil); r.PastHLC != 40 {
+		t.Fatalf("a narrowed read carries PastHLC %d", r.PastHLC)
+	}
+	var reply Session
+	reply.ObserveWrite("ks", []byte("w2"), 3, Version{HLC: 120, Site: "s1"})
+	s.Merge(&reply)
+	if s.MaxHLC != 120 || s.PastHLC != 40 {
+		t.Fatalf("after merging a write's reply: MaxHLC %d PastHLC %d", s.MaxHLC, s.PastHLC)
+	}
+	old, err := DecodeSession(encodeV2(700, 0, "ks", nil, "k", 1, Version{HLC: 650, Site: "s1"}))
+	if err != nil || old.PastHLC != 700 {
+		t.Fatalf("format 2: PastHLC %d (%v)", old.PastHLC, err)
+	}
+}

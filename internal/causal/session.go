@@ -44,6 +44,11 @@ var ErrMalformedToken = errors.New("causal: malformed session token")
 //     floor of its own for an origin must have applied that origin's
 //     fallback, or be read on its leader after a read barrier;
 //   - MaxHLC: the largest HLC observed, which every later write exceeds;
+//   - PastHLC: the largest HLC of a version the session read. Every write
+//     in the causal past of what it read, on any shard, has an HLC at or
+//     below it, so it is the session's floor on every shard of the serving
+//     site (see router). The session's own writes raise MaxHLC only: their
+//     causal past on other shards is what the session had read before;
 //   - dependencies: what the session's next write depends on, per
 //     (keyspace, shard, origin): the newest version of each it saw since
 //     its last write, and that write (nearest dependencies). A write
@@ -59,6 +64,9 @@ var ErrMalformedToken = errors.New("causal: malformed session token")
 type Session struct {
 	// MaxHLC is the largest HLC the session observed (read or written).
 	MaxHLC uint64
+	// PastHLC is the largest HLC of a version the session read (see
+	// Session).
+	PastHLC uint64
 	// Partial marks a session narrowed to what one request needs (see
 	// ForRead, ForScan, ForWrite). A server answers a partial session with
 	// only what the request observed, for the client to merge; it answers a
@@ -122,7 +130,7 @@ func (s *Session) Len() (keys, shards int) { return len(s.keys), len(s.shards) }
 
 // IsEmpty reports whether the session holds no floor.
 func (s *Session) IsEmpty() bool {
-	return s == nil || (s.MaxHLC == 0 && len(s.fallback) == 0 && len(s.keys) == 0 && len(s.shards) == 0 && len(s.deps) == 0)
+	return s == nil || (s.MaxHLC == 0 && s.PastHLC == 0 && len(s.fallback) == 0 && len(s.keys) == 0 && len(s.shards) == 0 && len(s.deps) == 0)
 }
 
 // Dependency is one entry of a session's dependencies: the next write
@@ -191,14 +199,19 @@ func (s *Session) DropDeps(sent *Session) {
 }
 
 // ObserveWrite records that the session wrote version v of key (in
-// shard): a floor, and, for a whole session (not a narrowed one, whose
-// client drops what the write carried itself, see DropDeps), dependencies
-// reduced to that write.
+// shard): MaxHLC and a floor, but not PastHLC (the write's causal past on
+// other shards is what the session had read), and, for a whole session
+// (not a narrowed one, whose client drops what the write carried itself,
+// see DropDeps), dependencies reduced to that write.
 func (s *Session) ObserveWrite(keyspace string, key []byte, shard uint32, v Version) {
+	if v.IsZero() {
+		return
+	}
 	if !s.Partial {
 		clear(s.deps)
 	}
-	s.ObserveShard(keyspace, key, shard, v)
+	s.observeHLC(v.HLC)
+	s.observeKey(keyspace, key, shard, v)
 }
 
 // Fallback returns the fallback floor of origin (zero: none).
@@ -229,6 +242,11 @@ func (s *Session) ObserveShard(keyspace string, key []byte, shard uint32, v Vers
 		return
 	}
 	s.observeHLC(v.HLC)
+	s.PastHLC = max(s.PastHLC, v.HLC)
+	s.observeKey(keyspace, key, shard, v)
+}
+
+func (s *Session) observeKey(keyspace string, key []byte, shard uint32, v Version) {
 	s.putKey(FloorKey(keyspace, key), keyspace, shard, v)
 	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trim()
@@ -242,6 +260,7 @@ func (s *Session) ObserveShardVersion(keyspace string, shard uint32, v Version) 
 		return
 	}
 	s.observeHLC(v.HLC)
+	s.PastHLC = max(s.PastHLC, v.HLC)
 	s.raiseShard(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.raiseDep(ShardRef{keyspace, shard, v.Site}, v.HLC)
 	s.trimShards()
@@ -253,8 +272,11 @@ func (s *Session) ObserveShardHLC(keyspace string, shard uint32, hlc uint64) {
 	s.ObserveShardVersion(keyspace, shard, Version{HLC: hlc})
 }
 
-// ObserveHLC raises MaxHLC to hlc.
-func (s *Session) ObserveHLC(hlc uint64) { s.observeHLC(hlc) }
+// ObserveHLC raises MaxHLC and PastHLC to hlc.
+func (s *Session) ObserveHLC(hlc uint64) {
+	s.observeHLC(hlc)
+	s.PastHLC = max(s.PastHLC, hlc)
+}
 
 func (s *Session) observeHLC(hlc uint64) {
 	if hlc > s.MaxHLC {
@@ -441,6 +463,7 @@ func (s *Session) Merge(o *Session) {
 		return
 	}
 	s.observeHLC(o.MaxHLC)
+	s.PastHLC = max(s.PastHLC, o.PastHLC)
 	for origin, fb := range o.fallback {
 		s.raiseFallback(origin, fb)
 	}
@@ -517,7 +540,7 @@ func (s *Session) trimShards() {
 
 // Clone returns a deep copy of s.
 func (s *Session) Clone() *Session {
-	c := &Session{MaxHLC: s.MaxHLC, Partial: s.Partial}
+	c := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: s.Partial}
 	c.copyFallbacks(s)
 	for r, h := range s.deps {
 		c.raiseDep(r, h)
@@ -544,7 +567,7 @@ func (s *Session) Clone() *Session {
 // count; with a nil shardOf, or for a key it cannot place, every shard
 // floor of the keyspace is included.
 func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byte) (uint32, bool)) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: true}
 	out.copyFallbacks(s)
 	allShards := false
 	var want [8]uint32
@@ -590,7 +613,7 @@ func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byt
 // [start, end) of keyspace: MaxHLC, the fallbacks, the key floors in the
 // range and every shard floor of the keyspace.
 func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: true}
 	out.copyFallbacks(s)
 	for fk, kf := range s.keys {
 		ks, key := splitFloorKey(fk)

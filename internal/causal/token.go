@@ -11,7 +11,7 @@ import (
 
 // Token layout, format 3 (integers are unsigned varints unless noted):
 //
-//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial) | maxHLC |
+//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial) | maxHLC | pastHLC |
 //	f = fallbacks, f × (origin len, origin, hlc) |
 //	d = dependencies, d × (keyspace len, keyspace, shard+1 or 0 for every shard, origin len, origin, hlc) |
 //	k = number of keyspaces |
@@ -82,6 +82,7 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	}
 	b = append(b, tokenMagic0, tokenMagic1, tokenFormat, flags)
 	b = binary.AppendUvarint(b, s.MaxHLC)
+	b = binary.AppendUvarint(b, s.PastHLC)
 	origins := make([]string, 0, len(s.fallback))
 	for o := range s.fallback {
 		origins = append(origins, o)
@@ -191,6 +192,7 @@ func DecodeSession(tok []byte) (*Session, error) {
 
 func (s *Session) decodeV1(r *reader) error {
 	s.MaxHLC = r.uvarint()
+	s.PastHLC = s.MaxHLC
 	n := r.uvarint()
 	if n > MaxSessionKeys {
 		return fmt.Errorf("%d keys exceeds %d", n, MaxSessionKeys)
@@ -227,8 +229,10 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 	s.Partial = flags&flagPartial != 0
 	s.MaxHLC = r.uvarint()
 	if format == tokenFormat2 {
+		s.PastHLC = s.MaxHLC
 		s.raiseFallback("", r.uvarint())
 	} else {
+		s.PastHLC = r.uvarint()
 		nf := r.uvarint()
 		if nf > MaxShardFloors {
 			return fmt.Errorf("%d fallbacks exceeds %d", nf, MaxShardFloors)

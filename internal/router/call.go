@@ -26,7 +26,7 @@ func (c *Call) Observe(sh placement.Shard, key []byte, v causal.Version) {
 // causal.Session.ObserveWrite).
 func (c *Call) ObserveWrite(sh placement.Shard, key []byte, v causal.Version) {
 	c.Session.ObserveWrite(c.Keyspace, key, sh.ID, v)
-	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
+	c.Observed.ObserveWrite(c.Keyspace, key, sh.ID, v)
 }
 
 // Merge folds what a forwarded request observed into c.

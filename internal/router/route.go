@@ -155,13 +155,15 @@ func retryBefore(ctx context.Context, deadline time.Time) bool {
 // most one per origin, with origin "" for this site's own writes.
 //
 // Besides the floors the session holds for the key and the shard, this
-// site's floor is raised to the session's MaxHLC: every version in the
-// causal past of anything the session saw, whoever wrote it, has an HLC
-// of at most MaxHLC (a write's HLC exceeds everything its writer had
-// seen), so a replica that applied MaxHLC of this site's writes holds all
+// site's floor is raised to the session's PastHLC: every version in the
+// causal past of anything the session read, whoever wrote it, has an HLC
+// of at most PastHLC (a write's HLC exceeds everything its writer had
+// seen), so a replica that applied PastHLC of this site's writes holds all
 // of the shard's part of that past written here. That is what carries
 // causality across sessions (docs/adr/015-cross-session-causality.md).
-// MaxHLC is a fallback floor: the shard's newest version can be older.
+// The session's own writes need no such floor elsewhere (their causal
+// past is what it read), only their key floors. PastHLC is a fallback
+// floor: the shard's newest version can be older.
 func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, scanEnd []byte) []causal.Floor {
 	var buf [4]causal.Floor
 	var fs []causal.Floor
@@ -184,8 +186,8 @@ func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, 
 		}
 		out = append(out, f)
 	}
-	if c.Session.MaxHLC > local.HLC && !guards.Off(guards.CausalFloor) {
-		local = causal.Floor{HLC: c.Session.MaxHLC, Fallback: true}
+	if c.Session.PastHLC > local.HLC && !guards.Off(guards.CausalFloor) {
+		local = causal.Floor{HLC: c.Session.PastHLC, Fallback: true}
 	}
 	if local.HLC > 0 {
 		out = append(out, local)
