@@ -7,6 +7,14 @@ import (
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.
+//
+// The known exception of internal/clustertest applies here too (the site
+// tests stop nodes): a memberlist probe of a member that does not answer
+// waits in Memberlist.probeNode, and its TCP fallback in
+// sendPingAndWaitForAck, until the probe's deadline; Shutdown waits for
+// neither.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/hashicorp/memberlist.(*Memberlist).sendPingAndWaitForAck"),
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
 }
