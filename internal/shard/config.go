@@ -80,7 +80,7 @@ func DefaultConfig() Config {
 		GCBatchKeys:        10000,
 		DigestInterval:     5 * time.Minute,
 		DigestTimeout:      30 * time.Second,
-		CloseInterval:      10 * time.Millisecond,
+		CloseInterval:      25 * time.Millisecond,
 		CloseDemand:        time.Second,
 	}
 }
