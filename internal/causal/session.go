@@ -187,6 +187,9 @@ func (s *Session) raiseDep(r ShardRef, hlc uint64) {
 	}
 }
 
+// ClearDeps forgets the dependencies.
+func (s *Session) ClearDeps() { clear(s.deps) }
+
 // DropDeps removes the dependencies that sent (the part of the session a
 // write carried) covers: the write depends on them, and the session now
 // depends on the write instead. Dependencies raised since are kept.
@@ -469,6 +472,17 @@ func (s *Session) Merge(o *Session) {
 	}
 	for r, h := range o.deps {
 		s.raiseDep(r, h)
+	}
+	// What o saw is a dependency too (a reply's delta carries floors, not
+	// dependencies).
+	for r, f := range o.shards {
+		s.raiseDep(r, f)
+	}
+	for fk, kf := range o.keys {
+		if kf.shard != UnknownShard {
+			ks, _ := splitFloorKey(fk)
+			s.raiseDep(ShardRef{ks, kf.shard, kf.v.Site}, kf.v.HLC)
+		}
 	}
 	for r, f := range o.shards {
 		s.raiseShard(r, f)

@@ -42,6 +42,9 @@ func (c *Call) Merge(o *causal.Session) {
 // session updated with them.
 func (c *Call) Token() []byte {
 	if c.Session.Partial {
+		// The client derives the dependencies from the floors it merges
+		// (causal.Session.Merge): the delta need not carry them.
+		c.Observed.ClearDeps()
 		return c.Observed.Encode()
 	}
 	return c.Session.Encode()

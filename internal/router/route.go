@@ -196,10 +196,8 @@ func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, 
 }
 
 // applied reports whether g has applied f, without waiting.
-func applied(ctx context.Context, g *shard.Group, f causal.Floor) bool {
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	return waitFloor(done, g, f) == nil
+func applied(_ context.Context, g *shard.Group, f causal.Floor) bool {
+	return g.HasApplied(f.Origin, f.HLC)
 }
 
 // waitFloor waits until g has applied f.
@@ -272,7 +270,8 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		r.metrics.forwarded.Inc()
 		return nil, reps[rand.IntN(len(reps))].PeerAddr, nil
 	}
-	missing := floors[:0:0]
+	var buf [4]causal.Floor
+	missing := buf[:0]
 	fallback := false
 	for _, f := range floors {
 		if !applied(ctx, g, f) {

@@ -506,6 +506,21 @@ func (g *Group) Commands(from, to uint64) ([]*peerv1.Command, error) {
 	return out, nil
 }
 
+// HasApplied reports, without waiting, whether this replica has applied
+// every write of origin up to hlc (origin "": this site's own writes, as
+// WaitHLC; else as WaitOrigin).
+func (g *Group) HasApplied(origin string, hlc uint64) bool {
+	if guards.Off(guards.FloorWait) {
+		return true
+	}
+	if origin == "" {
+		_, maxHLC, _ := g.fsm.Applied()
+		return maxHLC >= hlc
+	}
+	p, _ := g.fsm.Progress(origin)
+	return p.HLC >= hlc
+}
+
 // Origins returns the progress of every other site's writes to the shard.
 func (g *Group) Origins() map[string]storage.Progress { return g.fsm.Origins() }
 
