@@ -36,15 +36,7 @@ func newClient(t *testing.T, edit func(*client.Config), nodes ...*Node) *client.
 // leaderAndFollower returns the node leading sh and one following it.
 func leaderAndFollower(t *testing.T, c *Cluster, sh placement.Shard) (leader, follower *Node) {
 	t.Helper()
-	for _, n := range c.Live() {
-		if g := n.Srv.Router().Local(sh); g != nil {
-			if g.IsLeader() {
-				leader = n
-			} else {
-				follower = n
-			}
-		}
-	}
+	leader, follower = leaderAndFollowerOrNil(c, sh)
 	if leader == nil || follower == nil {
 		t.Fatalf("shard %s: leader %v follower %v", sh, leader, follower)
 	}
