@@ -20,6 +20,8 @@ BITES=(
   "snapshot-sync|./internal/server|^TestCrashImages\$"
   "causal-floor|./internal/clustertest|^TestCrossSessionCausality\$"
   "causal-floor|./internal/clustertest|^TestRandomizedCausal\$"
+  "gc-frontier|./internal/fsm|^TestLateRemoteWriteDoesNotResurrect\$"
+  "gc-frontier|./internal/clustertest|^TestLateRemoteWriteAfterGC\$"
 )
 
 want=("$@")

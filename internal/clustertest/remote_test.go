@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/server"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -250,4 +251,61 @@ func TestWriteCarriesDependencies(t *testing.T) {
 		t.Fatalf("the write's entry carries %v, not the dependency on s2's write", w.Deps)
 	}
 	t.Fatal("the write's log entry was not found")
+}
+
+// TestLateRemoteWriteAfterGC: a key is deleted at a site whose shard has
+// received writes from another site, s2, whose progress is an hour old.
+// Garbage collection runs many passes with a retention of a millisecond,
+// bounded by s2's progress (the frontier the shard leader puts in each
+// Collect), so it keeps the tombstone; s2's late write of the key, older
+// than the delete, then leaves the key deleted on every replica. With the
+// bound off (guards.GCFrontier), the tombstone is collected and the late
+// write brings the key back.
+func TestLateRemoteWriteAfterGC(t *testing.T) {
+	c := New(t, 3, func(cfg *server.Config) {
+		cfg.Shard.GCInterval = 20 * time.Millisecond
+		cfg.Shard.VersionRetention = time.Millisecond
+	})
+	ctx := ctxT(t, 60*time.Second)
+	key := []byte("gc/k")
+	sh, _ := c.Live()[0].Srv.Router().Shard("default", key)
+	base := causal.MakeHLC(uint64(time.Now().Add(-time.Hour).UnixMilli()), 0)
+	if res := propose(t, c, sh, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: &peerv1.Replicate{Origin: "s2",
+		Writes: []*peerv1.RemoteWrite{{Key: []byte("gc/other"), Value: []byte("x"), Hlc: base, Seq: 1}}}}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	p, err := c.Live()[0].KV.Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Live()[0].KV.Delete(ctx, &kvv1.DeleteRequest{Header: &kvv1.RequestHeader{Session: p.Header.Session}, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let garbage collection run several passes past the delete.
+	leader, _ := leaderAndFollower(t, c, sh)
+	from := leader.Srv.Router().Local(sh).Status().AppliedIndex
+	poll.Until(t, 30*time.Second, "five garbage-collection passes", func() error {
+		if now := leader.Srv.Router().Local(sh).Status().AppliedIndex; now < from+5 {
+			return fmt.Errorf("applied index %d, want %d", now, from+5)
+		}
+		return nil
+	})
+	late := causal.MakeHLC(uint64(time.Now().Add(-time.Minute).UnixMilli()), 0) // above s2's progress, below the delete
+	if late >= d.Version.Hlc {
+		t.Fatalf("late write %d not below the delete %d", late, d.Version.Hlc)
+	}
+	if res := propose(t, c, sh, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: &peerv1.Replicate{Origin: "s2",
+		Writes: []*peerv1.RemoteWrite{{Key: key, Value: []byte("late"), Hlc: late, Seq: 2}}}}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, n := range c.Live() {
+		g, err := n.KV.Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: d.Header.Session}, Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Found {
+			t.Fatalf("%s reads %s = %q at %v: a late write older than the delete brought the key back", n.ID, key, g.Value, g.Version)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -20,7 +21,7 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 	case *peerv1.Command_Collect:
 		c := op.Collect
 		cutoff := c.CutoffHlc
-		if c.FrontierHlc != nil && *c.FrontierHlc < cutoff {
+		if c.FrontierHlc != nil && *c.FrontierHlc < cutoff && !guards.Off(guards.GCFrontier) {
 			cutoff = *c.FrontierHlc
 		}
 		next, removed, err := s.Collect(cutoff, c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))

@@ -185,3 +185,46 @@ func versionsOf(dump string) string {
 	_, rest, _ := strings.Cut(dump, "\n")
 	return rest
 }
+
+// TestLateRemoteWriteDoesNotResurrect: a key deleted here, its tombstone
+// past the retention window, and another site whose progress is still
+// below the tombstone. Garbage collection bounded by that site's progress
+// keeps the tombstone, so the site's late write of the key (older than
+// the delete) lands in history and the key stays deleted. With the bound
+// turned off (guards.GCFrontier), the tombstone is collected and the late
+// write brings the key back.
+func TestLateRemoteWriteDoesNotResurrect(t *testing.T) {
+	db := openDB(t, "gc.db")
+	f, _ := newFSM(t, db)
+	idx := uint64(0)
+	apply := func(cmd *peerv1.Command) Result {
+		t.Helper()
+		idx++
+		r := f.ApplyBatch([]*raft.Log{logOf(t, idx, cmd)})[0].(Result)
+		if r.Err != nil {
+			t.Fatalf("entry %d: %v", idx, r.Err)
+		}
+		return r
+	}
+	apply(replicate("s2", 0, 0, rw("other", "x", 100, 1))) // s2's progress: 100
+	apply(write("k", "v", 1000))
+	apply(&peerv1.Command{Op: &peerv1.Command_Write{Write: &peerv1.Write{Key: []byte("k"), Tombstone: true, Hlc: 2000, Site: "s1"}}})
+	frontier := uint64(100) // the lowest origin progress, as the leader computes it
+	apply(&peerv1.Command{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{CutoffHlc: 5000, RequestCutoffHlc: 5000, MaxKeys: 100, FrontierHlc: &frontier}}})
+	// s2's write of k, made before it saw the delete, arrives late.
+	apply(replicate("s2", 0, 0, rw("k", "late", 1500, 2)))
+	var rec storage.Record
+	if err := db.View(func(tx *storage.Tx) error {
+		s, err := tx.Shard(shardID)
+		if err != nil {
+			return err
+		}
+		rec, _, err = s.Latest([]byte("k"), false)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Tombstone {
+		t.Fatalf("k = %q at %v after a late remote write older than its delete: the deleted key came back", rec.Value, rec.Version)
+	}
+}

@@ -32,9 +32,12 @@ const (
 	// directories.
 	SnapshotSync
 	// CausalFloor raises every CAUSAL read's floor to the session's
-	// MaxHLC, which carries causality across sessions
-	// (router.readFloor).
+	// PastHLC, which carries causality across sessions
+	// (router.readFloors).
 	CausalFloor
+	// GCFrontier bounds garbage collection by the frontier its command
+	// carries, below which no other site can still deliver a write.
+	GCFrontier
 )
 
 var names = map[Guard]string{
@@ -43,6 +46,7 @@ var names = map[Guard]string{
 	WALSync:      "wal-sync",
 	SnapshotSync: "snapshot-sync",
 	CausalFloor:  "causal-floor",
+	GCFrontier:   "gc-frontier",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -54,7 +58,9 @@ func (g Guard) String() string {
 }
 
 // All returns every guard.
-func All() []Guard { return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor} }
+func All() []Guard {
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier}
+}
 
 // EnvVar is the environment variable that lists the guards to turn off in
 // a causeway_guards build.
