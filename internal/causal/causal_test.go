@@ -138,6 +138,14 @@ func FuzzDecodeSession(f *testing.F) {
 	s.Observe("default", []byte("unplaced"), Version{11, "s1"})
 	f.Add(s.Encode())
 	f.Add(encodeV1(5, map[string]Version{"default\x00k": {5, "s1"}}))
+	f.Add(encodeV2(700, 50, "default", map[uint32]uint64{2: 600}, "k", 2, Version{HLC: 650, Site: "s1"}))
+	var geo Session
+	geo.ObserveShard("default", []byte("r"), 1, Version{HLC: 40, Site: "s2"})
+	geo.ObserveWrite("default", []byte("w"), 2, Version{HLC: 90, Site: "s1"})
+	for i := 0; i <= MaxShardFloors; i++ {
+		geo.ObserveShardVersion("big", uint32(i), Version{HLC: uint64(i + 1), Site: []string{"s2", "s3"}[i%2]})
+	}
+	f.Add(geo.Encode())
 	f.Add([]byte{})
 	f.Add([]byte("CS\x01"))
 	f.Add([]byte("CS\x02"))

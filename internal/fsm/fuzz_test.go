@@ -29,6 +29,13 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			Condition: &peerv1.Condition{Kind: peerv1.Condition_KIND_ABSENT}}}},
 		{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{CutoffHlc: 100, RequestCutoffHlc: 100, MaxKeys: 10}}},
 		{Op: &peerv1.Command_DigestCheck{DigestCheck: &peerv1.DigestCheck{}}},
+		{Op: &peerv1.Command_Close{Close: &peerv1.Close{Hlc: 50}}},
+		replicate("s2", 0, 0, rw("a", "r1", 3, 1), rw("c", "r2", 4, 2)),
+		replicate("s2", 90, 1, rw("a", "r1", 3, 1)),
+		replicate("s3", 0, 0, rw("a", "gap", 3, 2)),
+		{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{CutoffHlc: 100, RequestCutoffHlc: 100, MaxKeys: 10, FrontierHlc: new(uint64)}}},
+		{Op: &peerv1.Command_Write{Write: &peerv1.Write{Key: []byte("d"), Value: []byte("x"), Hlc: 20, Site: "s1",
+			Deps: []*peerv1.Dependency{{Keyspace: "fuzz", Shard: 1, Origin: "s2", Hlc: 3}, {Keyspace: "fuzz", AllShards: true, Origin: "s3", Hlc: 9}}}}},
 		{},
 	}
 	var out [][]byte
