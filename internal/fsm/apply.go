@@ -93,8 +93,8 @@ func applyWrite(s *storage.ShardTx, w *peerv1.Write, maxHLC *uint64) (Result, er
 // peerv1.Replicate). The command is checked whole before anything is
 // written, so a refused command changes nothing.
 func applyReplicate(s *storage.ShardTx, r *peerv1.Replicate, st *state) (Result, error) {
-	if r.Origin == "" {
-		return Result{Err: fmt.Errorf("%w: no origin", ErrBadReplicate)}, nil
+	if r.Origin == "" || r.Origin == st.site {
+		return Result{Err: fmt.Errorf("%w: origin %q is not another site", ErrBadReplicate, r.Origin)}, nil
 	}
 	p := st.origins[r.Origin]
 	res := Result{NextSeq: p.Seq + 1}

@@ -101,6 +101,9 @@ type FSM struct {
 type state struct {
 	// maxHLC is the newest HLC of this site's writes (and closes).
 	maxHLC uint64
+	// site is this site's name: a Replicate command from it is refused
+	// (this site's writes are ordered by the log, not by sequence).
+	site string
 	// origins is the progress of other sites' writes. It is never
 	// modified in place once shared: apply copies it first (owned).
 	origins map[string]storage.Progress
@@ -130,6 +133,7 @@ func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, hooks Hooks) (
 			return err
 		}
 		f.applied, f.st.maxHLC = s.Applied()
+		f.st.site = db.Identity().Site
 		f.st.origins, err = s.Origins()
 		return err
 	})
@@ -351,7 +355,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("fsm %s: restore: %w", f.id, err)
 	}
 	f.mu.Lock()
-	f.applied, f.st = applied, state{maxHLC: maxHLC, origins: origins}
+	f.applied, f.st = applied, state{maxHLC: maxHLC, origins: origins, site: f.st.site}
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

@@ -83,11 +83,12 @@ func TestReplicate(t *testing.T) {
 		t.Fatalf("gap: %+v", r)
 	}
 	// Malformed: HLCs not growing, sequence numbers not consecutive, no
-	// origin, an HLC at or below the origin's progress.
+	// origin, this site as origin, an HLC at or below the origin's progress.
 	for name, cmd := range map[string]*peerv1.Command{
 		"hlc not growing":  replicate("s2", 0, 0, rw("c", "x", 2200, 4), rw("c", "y", 2200, 5)),
 		"seq skips":        replicate("s2", 0, 0, rw("c", "x", 2200, 4), rw("c", "y", 2300, 6)),
 		"no origin":        replicate("", 0, 0, rw("c", "x", 2200, 4)),
+		"this site":        replicate("s1", 0, 0, rw("c", "x", 2200, 1)),
 		"below progress":   replicate("s2", 0, 0, rw("c", "x", 1500, 4)),
 		"close ahead":      replicate("s2", 9000, 7),
 		"empty key":        replicate("s2", 0, 0, rw("", "x", 2200, 4)),

@@ -120,6 +120,9 @@ type commitReq struct {
 	done chan error
 }
 
+// Identity returns the node the database belongs to.
+func (db *DB) Identity() Identity { return db.cfg.Identity }
+
 // Open opens or creates the database described by cfg. It refuses a file
 // that is not a Causeway database, one written by another node, and one
 // held by another process.
