@@ -89,7 +89,7 @@ func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.De
 				continue
 			}
 			f := causal.Floor{Origin: d.Ref.Origin, HLC: d.HLC}
-			if applied(ctx, g, f) {
+			if g.HasApplied(f.Origin, f.HLC) {
 				continue
 			}
 			waited = true

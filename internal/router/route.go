@@ -195,16 +195,8 @@ func (r *Router) readFloors(c *Call, sh placement.Shard, key []byte, scanStart, 
 	return out
 }
 
-// applied reports whether g has applied f, without waiting.
-func applied(_ context.Context, g *shard.Group, f causal.Floor) bool {
-	return g.HasApplied(f.Origin, f.HLC)
-}
-
 // waitFloor waits until g has applied f.
 func waitFloor(ctx context.Context, g *shard.Group, f causal.Floor) error {
-	if f.Origin == "" {
-		return g.WaitHLC(ctx, f.HLC)
-	}
 	return g.WaitOrigin(ctx, f.Origin, f.HLC)
 }
 
@@ -274,7 +266,7 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 	missing := buf[:0]
 	fallback := false
 	for _, f := range floors {
-		if !applied(ctx, g, f) {
+		if !g.HasApplied(f.Origin, f.HLC) {
 			missing = append(missing, f)
 			fallback = fallback || f.Fallback
 		}

@@ -448,13 +448,15 @@ func (g *Group) lastCommandAtOrBelow(index uint64) uint64 {
 // WaitHLC waits until this replica has applied a write with an HLC of at
 // least hlc. Versions grow with the log, so every write of the shard up to
 // that version is then applied.
-func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
-	if guards.Off(guards.FloorWait) {
-		return nil // test-only: a lagging replica serves reads below the floor
-	}
+func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error { return g.WaitOrigin(ctx, "", hlc) }
+
+// WaitOrigin waits until this replica has applied every write of origin
+// up to hlc: for another site, its progress for that origin reached hlc;
+// for origin "" (this site), as WaitHLC.
+func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error {
 	for {
-		_, maxHLC, ch := g.fsm.Applied()
-		if maxHLC >= hlc {
+		done, ch := g.applied(origin, hlc)
+		if done {
 			return nil
 		}
 		if err := g.waitChange(ctx, ch); err != nil {
@@ -463,21 +465,24 @@ func (g *Group) WaitHLC(ctx context.Context, hlc uint64) error {
 	}
 }
 
-// WaitOrigin waits until this replica has applied every write of origin
-// (another site) up to hlc: its progress for that origin reached hlc.
-func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error {
+// HasApplied reports, without waiting, what WaitOrigin waits for.
+func (g *Group) HasApplied(origin string, hlc uint64) bool {
+	done, _ := g.applied(origin, hlc)
+	return done
+}
+
+// applied reports whether every write of origin ("" for this site) up to
+// hlc is applied, and a channel closed at the next apply.
+func (g *Group) applied(origin string, hlc uint64) (bool, <-chan struct{}) {
 	if guards.Off(guards.FloorWait) {
-		return nil // test-only: a lagging replica serves reads below the floor
+		return true, nil // test-only: a lagging replica serves reads below the floor
 	}
-	for {
-		p, ch := g.fsm.Progress(origin)
-		if p.HLC >= hlc {
-			return nil
-		}
-		if err := g.waitChange(ctx, ch); err != nil {
-			return err
-		}
+	if origin == "" {
+		_, maxHLC, ch := g.fsm.Applied()
+		return maxHLC >= hlc, ch
 	}
+	p, ch := g.fsm.Progress(origin)
+	return p.HLC >= hlc, ch
 }
 
 // Commands returns the commands of the log entries in [from, to] this
@@ -504,21 +509,6 @@ func (g *Group) Commands(from, to uint64) ([]*peerv1.Command, error) {
 		out = append(out, cmd)
 	}
 	return out, nil
-}
-
-// HasApplied reports, without waiting, whether this replica has applied
-// every write of origin up to hlc (origin "": this site's own writes, as
-// WaitHLC; else as WaitOrigin).
-func (g *Group) HasApplied(origin string, hlc uint64) bool {
-	if guards.Off(guards.FloorWait) {
-		return true
-	}
-	if origin == "" {
-		_, maxHLC, _ := g.fsm.Applied()
-		return maxHLC >= hlc
-	}
-	p, _ := g.fsm.Progress(origin)
-	return p.HLC >= hlc
 }
 
 // Origins returns the progress of every other site's writes to the shard.
