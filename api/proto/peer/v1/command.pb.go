@@ -89,6 +89,9 @@ type Command struct {
 	//	*Command_DigestCheck
 	//	*Command_Close
 	//	*Command_Replicate
+	//	*Command_SetChain
+	//	*Command_Stable
+	//	*Command_Repair
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -183,6 +186,33 @@ func (x *Command) GetReplicate() *Replicate {
 	return nil
 }
 
+func (x *Command) GetSetChain() *SetChain {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetChain); ok {
+			return x.SetChain
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetStable() *Stable {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Stable); ok {
+			return x.Stable
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRepair() *RepairRecords {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Repair); ok {
+			return x.Repair
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -207,6 +237,18 @@ type Command_Replicate struct {
 	Replicate *Replicate `protobuf:"bytes,6,opt,name=replicate,proto3,oneof"`
 }
 
+type Command_SetChain struct {
+	SetChain *SetChain `protobuf:"bytes,7,opt,name=set_chain,json=setChain,proto3,oneof"`
+}
+
+type Command_Stable struct {
+	Stable *Stable `protobuf:"bytes,8,opt,name=stable,proto3,oneof"`
+}
+
+type Command_Repair struct {
+	Repair *RepairRecords `protobuf:"bytes,9,opt,name=repair,proto3,oneof"`
+}
+
 func (*Command_Write) isCommand_Op() {}
 
 func (*Command_Collect) isCommand_Op() {}
@@ -216,6 +258,12 @@ func (*Command_DigestCheck) isCommand_Op() {}
 func (*Command_Close) isCommand_Op() {}
 
 func (*Command_Replicate) isCommand_Op() {}
+
+func (*Command_SetChain) isCommand_Op() {}
+
+func (*Command_Stable) isCommand_Op() {}
+
+func (*Command_Repair) isCommand_Op() {}
 
 // Write creates one new version of a key (a value or a tombstone).
 type Write struct {
@@ -733,7 +781,9 @@ type RemoteWrite struct {
 	// The origin's version.
 	Hlc uint64 `protobuf:"varint,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	// The origin's sequence number of this write in this shard, from 1.
-	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The writer's dependencies (Write.deps), applied first at every site.
+	Deps          []*Dependency `protobuf:"bytes,6,rep,name=deps,proto3" json:"deps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,18 +853,342 @@ func (x *RemoteWrite) GetSeq() uint64 {
 	return 0
 }
 
+func (x *RemoteWrite) GetDeps() []*Dependency {
+	if x != nil {
+		return x.Deps
+	}
+	return nil
+}
+
+// SetChain sets the sites that hold the shard's keyspace, in chain order,
+// and the cap of the shard's outbound log. A shard whose keyspace lives on
+// one site has no chain and keeps no outbound log. With a chain, every
+// write this site must pass on (its own writes, and other origins' writes
+// when it is not the last site of the origin's chain) is appended to the
+// outbound log in the transaction that applies it.
+type SetChain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sites         []string               `protobuf:"bytes,1,rep,name=sites,proto3" json:"sites,omitempty"`
+	LogCapBytes   uint64                 `protobuf:"varint,2,opt,name=log_cap_bytes,json=logCapBytes,proto3" json:"log_cap_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetChain) Reset() {
+	*x = SetChain{}
+	mi := &file_peer_v1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetChain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetChain) ProtoMessage() {}
+
+func (x *SetChain) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetChain.ProtoReflect.Descriptor instead.
+func (*SetChain) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetChain) GetSites() []string {
+	if x != nil {
+		return x.Sites
+	}
+	return nil
+}
+
+func (x *SetChain) GetLogCapBytes() uint64 {
+	if x != nil {
+		return x.LogCapBytes
+	}
+	return 0
+}
+
+// Stable records that every site of the chain applied origin's writes up
+// to seq (hlc): the outbound log drops them, and garbage collection may
+// use the frontier.
+type Stable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Origin        string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Hlc           uint64                 `protobuf:"varint,3,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Stable) Reset() {
+	*x = Stable{}
+	mi := &file_peer_v1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Stable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Stable) ProtoMessage() {}
+
+func (x *Stable) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Stable.ProtoReflect.Descriptor instead.
+func (*Stable) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Stable) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Stable) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Stable) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+// RepairRecords (anti-entropy) merges another site's newest versions of
+// some keys by last-writer-wins and raises each origin's progress to what
+// that site's state covered.
+type RepairRecords struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*RepairRecord        `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Progress of every origin the records cover (the sending site's
+	// progress when it read them).
+	Origins       []*RepairProgressMark `protobuf:"bytes,2,rep,name=origins,proto3" json:"origins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairRecords) Reset() {
+	*x = RepairRecords{}
+	mi := &file_peer_v1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairRecords) ProtoMessage() {}
+
+func (x *RepairRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairRecords.ProtoReflect.Descriptor instead.
+func (*RepairRecords) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RepairRecords) GetRecords() []*RepairRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *RepairRecords) GetOrigins() []*RepairProgressMark {
+	if x != nil {
+		return x.Origins
+	}
+	return nil
+}
+
+type RepairRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Tombstone     bool                   `protobuf:"varint,3,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	Hlc           uint64                 `protobuf:"varint,4,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	Site          string                 `protobuf:"bytes,5,opt,name=site,proto3" json:"site,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairRecord) Reset() {
+	*x = RepairRecord{}
+	mi := &file_peer_v1_command_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairRecord) ProtoMessage() {}
+
+func (x *RepairRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairRecord.ProtoReflect.Descriptor instead.
+func (*RepairRecord) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RepairRecord) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RepairRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *RepairRecord) GetTombstone() bool {
+	if x != nil {
+		return x.Tombstone
+	}
+	return false
+}
+
+func (x *RepairRecord) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+func (x *RepairRecord) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+type RepairProgressMark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Origin        string                 `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Hlc           uint64                 `protobuf:"varint,3,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairProgressMark) Reset() {
+	*x = RepairProgressMark{}
+	mi := &file_peer_v1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairProgressMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairProgressMark) ProtoMessage() {}
+
+func (x *RepairProgressMark) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairProgressMark.ProtoReflect.Descriptor instead.
+func (*RepairProgressMark) Descriptor() ([]byte, []int) {
+	return file_peer_v1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RepairProgressMark) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *RepairProgressMark) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RepairProgressMark) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
 var File_peer_v1_command_proto protoreflect.FileDescriptor
 
 const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xc1\x02\n" +
+	"\x15peer/v1/command.proto\x12\x10causeway.peer.v1\"\xeb\x03\n" +
 	"\aCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12/\n" +
 	"\x05write\x18\x02 \x01(\v2\x17.causeway.peer.v1.WriteH\x00R\x05write\x125\n" +
 	"\acollect\x18\x03 \x01(\v2\x19.causeway.peer.v1.CollectH\x00R\acollect\x12B\n" +
 	"\fdigest_check\x18\x04 \x01(\v2\x1d.causeway.peer.v1.DigestCheckH\x00R\vdigestCheck\x12/\n" +
 	"\x05close\x18\x05 \x01(\v2\x17.causeway.peer.v1.CloseH\x00R\x05close\x12;\n" +
-	"\treplicate\x18\x06 \x01(\v2\x1b.causeway.peer.v1.ReplicateH\x00R\treplicateB\x04\n" +
+	"\treplicate\x18\x06 \x01(\v2\x1b.causeway.peer.v1.ReplicateH\x00R\treplicate\x129\n" +
+	"\tset_chain\x18\a \x01(\v2\x1a.causeway.peer.v1.SetChainH\x00R\bsetChain\x122\n" +
+	"\x06stable\x18\b \x01(\v2\x18.causeway.peer.v1.StableH\x00R\x06stable\x129\n" +
+	"\x06repair\x18\t \x01(\v2\x1f.causeway.peer.v1.RepairRecordsH\x00R\x06repairB\x04\n" +
 	"\x02op\"\x8f\x02\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -859,13 +1233,34 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"closed_hlc\x18\x03 \x01(\x04R\tclosedHlc\x12\x1d\n" +
 	"\n" +
-	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\"w\n" +
+	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\"\xa9\x01\n" +
 	"\vRemoteWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
 	"\ttombstone\x18\x03 \x01(\bR\ttombstone\x12\x10\n" +
 	"\x03hlc\x18\x04 \x01(\x04R\x03hlc\x12\x10\n" +
-	"\x03seq\x18\x05 \x01(\x04R\x03seqB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x120\n" +
+	"\x04deps\x18\x06 \x03(\v2\x1c.causeway.peer.v1.DependencyR\x04deps\"D\n" +
+	"\bSetChain\x12\x14\n" +
+	"\x05sites\x18\x01 \x03(\tR\x05sites\x12\"\n" +
+	"\rlog_cap_bytes\x18\x02 \x01(\x04R\vlogCapBytes\"D\n" +
+	"\x06Stable\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\"\x89\x01\n" +
+	"\rRepairRecords\x128\n" +
+	"\arecords\x18\x01 \x03(\v2\x1e.causeway.peer.v1.RepairRecordR\arecords\x12>\n" +
+	"\aorigins\x18\x02 \x03(\v2$.causeway.peer.v1.RepairProgressMarkR\aorigins\"z\n" +
+	"\fRepairRecord\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
+	"\ttombstone\x18\x03 \x01(\bR\ttombstone\x12\x10\n" +
+	"\x03hlc\x18\x04 \x01(\x04R\x03hlc\x12\x12\n" +
+	"\x04site\x18\x05 \x01(\tR\x04site\"P\n" +
+	"\x12RepairProgressMark\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03hlc\x18\x03 \x01(\x04R\x03hlcB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_command_proto_rawDescOnce sync.Once
@@ -880,34 +1275,45 @@ func file_peer_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_peer_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_peer_v1_command_proto_goTypes = []any{
-	(Condition_Kind)(0), // 0: causeway.peer.v1.Condition.Kind
-	(*Command)(nil),     // 1: causeway.peer.v1.Command
-	(*Write)(nil),       // 2: causeway.peer.v1.Write
-	(*Dependency)(nil),  // 3: causeway.peer.v1.Dependency
-	(*Condition)(nil),   // 4: causeway.peer.v1.Condition
-	(*Collect)(nil),     // 5: causeway.peer.v1.Collect
-	(*DigestCheck)(nil), // 6: causeway.peer.v1.DigestCheck
-	(*Close)(nil),       // 7: causeway.peer.v1.Close
-	(*Replicate)(nil),   // 8: causeway.peer.v1.Replicate
-	(*RemoteWrite)(nil), // 9: causeway.peer.v1.RemoteWrite
+	(Condition_Kind)(0),        // 0: causeway.peer.v1.Condition.Kind
+	(*Command)(nil),            // 1: causeway.peer.v1.Command
+	(*Write)(nil),              // 2: causeway.peer.v1.Write
+	(*Dependency)(nil),         // 3: causeway.peer.v1.Dependency
+	(*Condition)(nil),          // 4: causeway.peer.v1.Condition
+	(*Collect)(nil),            // 5: causeway.peer.v1.Collect
+	(*DigestCheck)(nil),        // 6: causeway.peer.v1.DigestCheck
+	(*Close)(nil),              // 7: causeway.peer.v1.Close
+	(*Replicate)(nil),          // 8: causeway.peer.v1.Replicate
+	(*RemoteWrite)(nil),        // 9: causeway.peer.v1.RemoteWrite
+	(*SetChain)(nil),           // 10: causeway.peer.v1.SetChain
+	(*Stable)(nil),             // 11: causeway.peer.v1.Stable
+	(*RepairRecords)(nil),      // 12: causeway.peer.v1.RepairRecords
+	(*RepairRecord)(nil),       // 13: causeway.peer.v1.RepairRecord
+	(*RepairProgressMark)(nil), // 14: causeway.peer.v1.RepairProgressMark
 }
 var file_peer_v1_command_proto_depIdxs = []int32{
-	2, // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
-	5, // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
-	6, // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
-	7, // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
-	8, // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
-	4, // 5: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
-	3, // 6: causeway.peer.v1.Write.deps:type_name -> causeway.peer.v1.Dependency
-	0, // 7: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
-	9, // 8: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	2,  // 0: causeway.peer.v1.Command.write:type_name -> causeway.peer.v1.Write
+	5,  // 1: causeway.peer.v1.Command.collect:type_name -> causeway.peer.v1.Collect
+	6,  // 2: causeway.peer.v1.Command.digest_check:type_name -> causeway.peer.v1.DigestCheck
+	7,  // 3: causeway.peer.v1.Command.close:type_name -> causeway.peer.v1.Close
+	8,  // 4: causeway.peer.v1.Command.replicate:type_name -> causeway.peer.v1.Replicate
+	10, // 5: causeway.peer.v1.Command.set_chain:type_name -> causeway.peer.v1.SetChain
+	11, // 6: causeway.peer.v1.Command.stable:type_name -> causeway.peer.v1.Stable
+	12, // 7: causeway.peer.v1.Command.repair:type_name -> causeway.peer.v1.RepairRecords
+	4,  // 8: causeway.peer.v1.Write.condition:type_name -> causeway.peer.v1.Condition
+	3,  // 9: causeway.peer.v1.Write.deps:type_name -> causeway.peer.v1.Dependency
+	0,  // 10: causeway.peer.v1.Condition.kind:type_name -> causeway.peer.v1.Condition.Kind
+	9,  // 11: causeway.peer.v1.Replicate.writes:type_name -> causeway.peer.v1.RemoteWrite
+	3,  // 12: causeway.peer.v1.RemoteWrite.deps:type_name -> causeway.peer.v1.Dependency
+	13, // 13: causeway.peer.v1.RepairRecords.records:type_name -> causeway.peer.v1.RepairRecord
+	14, // 14: causeway.peer.v1.RepairRecords.origins:type_name -> causeway.peer.v1.RepairProgressMark
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_command_proto_init() }
@@ -921,6 +1327,9 @@ func file_peer_v1_command_proto_init() {
 		(*Command_DigestCheck)(nil),
 		(*Command_Close)(nil),
 		(*Command_Replicate)(nil),
+		(*Command_SetChain)(nil),
+		(*Command_Stable)(nil),
+		(*Command_Repair)(nil),
 	}
 	file_peer_v1_command_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
@@ -929,7 +1338,7 @@ func file_peer_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_command_proto_rawDesc), len(file_peer_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
