@@ -1,0 +1,28 @@
+package rpc
+
+import (
+	"context"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+)
+
+// SiteLag is the replication state from this node towards one site.
+type SiteLag struct {
+	// State: "up", "unreachable" or "skipped".
+	State string
+	// RTTSeconds is the last measured round trip (0 if unknown).
+	RTTSeconds float64
+	// LagSeconds is the age of the oldest update not yet applied there;
+	// LagEntries counts the updates that wait.
+	LagSeconds float64
+	LagEntries uint64
+}
+
+// ChainStatus reports replication towards other sites and runs
+// anti-entropy (internal/geo).
+type ChainStatus interface {
+	Lag(site string) SiteLag
+	// Repair runs anti-entropy for keyspace (every keyspace if empty),
+	// or one shard of it, calling progress after each shard.
+	Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error
+}
