@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
@@ -15,7 +17,7 @@ import (
 func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 	switch op := cmd.Op.(type) {
 	case *peerv1.Command_Write:
-		return applyWrite(s, op.Write, &st.maxHLC)
+		return applyWrite(s, op.Write, st)
 	case *peerv1.Command_Replicate:
 		return applyReplicate(s, op.Replicate, st)
 	case *peerv1.Command_Collect:
@@ -31,6 +33,12 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 			st.maxHLC = op.Close.Hlc
 		}
 		return Result{}, nil
+	case *peerv1.Command_SetChain:
+		return applySetChain(s, op.SetChain, st)
+	case *peerv1.Command_Stable:
+		return applyStable(s, op.Stable, st)
+	case *peerv1.Command_Repair:
+		return applyRepair(s, op.Repair, st)
 	case *peerv1.Command_DigestCheck:
 		// Nothing to write: ApplyBatch hands the state as of this entry
 		// to the Digest hook.
@@ -40,7 +48,8 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 	}
 }
 
-func applyWrite(s *storage.ShardTx, w *peerv1.Write, maxHLC *uint64) (Result, error) {
+func applyWrite(s *storage.ShardTx, w *peerv1.Write, st *state) (Result, error) {
+	maxHLC := &st.maxHLC
 	if w.ClientId != "" {
 		if out, ok := s.Request(w.ClientId, w.Seq); ok {
 			return decodeOutcome(out), nil
@@ -71,9 +80,15 @@ func applyWrite(s *storage.ShardTx, w *peerv1.Write, maxHLC *uint64) (Result, er
 	}
 	// Versions grow with the log: above the proposer's reading and above
 	// everything this shard has applied.
+	// And above the key's newest version, which may come from another
+	// site whose clock runs ahead: a write after it supersedes it
+	// everywhere (last-writer-wins).
 	hlc := w.Hlc
 	if hlc <= *maxHLC {
 		hlc = *maxHLC + 1
+	}
+	if found && hlc <= cur.Version.HLC {
+		hlc = cur.Version.HLC + 1
 	}
 	v := causal.Version{HLC: hlc, Site: w.Site}
 	if err := s.Put(storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone}); err != nil {
@@ -81,6 +96,17 @@ func applyWrite(s *storage.ShardTx, w *peerv1.Write, maxHLC *uint64) (Result, er
 	}
 	*maxHLC = hlc
 	r := Result{Version: v, Existed: live}
+	if st.forwards(st.site) {
+		st.localSeq++
+		r.Seq = st.localSeq
+		u := &peerv1.RemoteWrite{Key: w.Key, Value: w.Value, Tombstone: w.Tombstone, Hlc: hlc, Seq: r.Seq, Deps: w.Deps}
+		if err := appendOutbound(s, st, st.site, u); err != nil {
+			return Result{}, err
+		}
+		if err := s.SetLocalSeq(st.localSeq); err != nil {
+			return Result{}, err
+		}
+	}
 	if w.ClientId != "" {
 		if err := s.PutRequest(w.ClientId, w.Seq, hlc, encodeOutcome(r)); err != nil {
 			return Result{}, err
@@ -128,10 +154,20 @@ func applyReplicate(s *storage.ShardTx, r *peerv1.Replicate, st *state) (Result,
 		return Result{Err: fmt.Errorf("%w: %s closed sequence %d, expected at most %d", ErrSeqGap, r.Origin, r.ClosedSeq, last), NextSeq: p.Seq + 1}, nil
 	}
 	if first >= 0 {
+		forward := st.forwards(r.Origin)
 		for _, w := range r.Writes[first:] {
 			v := causal.Version{HLC: w.Hlc, Site: r.Origin}
-			if err := s.Put(storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone}); err != nil {
+			superseded, err := putLWW(s, storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone})
+			if err != nil {
 				return Result{}, err
+			}
+			if superseded {
+				res.Superseded++
+			}
+			if forward {
+				if err := appendOutbound(s, st, r.Origin, w); err != nil {
+					return Result{}, err
+				}
 			}
 			res.Applied++
 			p = storage.Progress{HLC: max(p.HLC, w.Hlc), Seq: w.Seq}
@@ -171,4 +207,110 @@ func decodeOutcome(b []byte) Result {
 		Version: causal.Version{HLC: binary.BigEndian.Uint64(b), Site: string(b[9:])},
 		Existed: b[8] == 1,
 	}
+}
+
+// putLWW stores a version made elsewhere and reports whether the key
+// already had a newer one (the version then only joins its history).
+func putLWW(s *storage.ShardTx, r storage.Record) (superseded bool, err error) {
+	cur, found, err := s.Latest(r.Key, true)
+	if err != nil {
+		return false, err
+	}
+	if err := s.Put(r); err != nil {
+		return false, err
+	}
+	return found && r.Version.Less(cur.Version), nil
+}
+
+// appendOutbound adds an update of origin to the outbound log, then holds
+// the log to its cap.
+func appendOutbound(s *storage.ShardTx, st *state, origin string, u *peerv1.RemoteWrite) error {
+	b, err := proto.Marshal(u)
+	if err != nil {
+		return err
+	}
+	if err := s.AppendOutbound(origin, u.Seq, b); err != nil {
+		return err
+	}
+	_, err = s.CapOutbound(origin, st.capBytes)
+	return err
+}
+
+// applySetChain sets the shard's chain of sites. A chain of fewer than two
+// sites removes the chain and empties the outbound log.
+func applySetChain(s *storage.ShardTx, c *peerv1.SetChain, st *state) (Result, error) {
+	seen := map[string]bool{}
+	for _, site := range c.Sites {
+		if site == "" || seen[site] {
+			return Result{Err: fmt.Errorf("%w: chain %q", ErrBadReplicate, c.Sites)}, nil
+		}
+		seen[site] = true
+	}
+	if len(c.Sites) < 2 {
+		if st.chain == nil {
+			return Result{}, nil
+		}
+		st.chain, st.capBytes = nil, 0
+		if err := s.SetChain(storage.Chain{}); err != nil {
+			return Result{}, err
+		}
+		return Result{}, s.ClearOutbound()
+	}
+	st.chain, st.capBytes = append([]string(nil), c.Sites...), c.LogCapBytes
+	return Result{}, s.SetChain(storage.Chain{Sites: st.chain, CapBytes: st.capBytes})
+}
+
+// applyStable records an origin's globally stable progress and trims the
+// outbound log up to it.
+func applyStable(s *storage.ShardTx, m *peerv1.Stable, st *state) (Result, error) {
+	if m.Origin == "" {
+		return Result{Err: fmt.Errorf("%w: stable progress without origin", ErrBadReplicate)}, nil
+	}
+	old := st.stable[m.Origin]
+	p := storage.Progress{HLC: max(old.HLC, m.Hlc), Seq: max(old.Seq, m.Seq)}
+	if p == old {
+		return Result{}, nil
+	}
+	if err := s.SetStable(m.Origin, p); err != nil {
+		return Result{}, err
+	}
+	st.setStable(m.Origin, p)
+	n, err := s.TrimOutbound(m.Origin, p.Seq)
+	return Result{Removed: n}, err
+}
+
+// applyRepair merges another site's newest versions (anti-entropy) by
+// last-writer-wins and raises other origins' progress to what they cover.
+func applyRepair(s *storage.ShardTx, r *peerv1.RepairRecords, st *state) (Result, error) {
+	for i, rec := range r.Records {
+		if len(rec.Key) == 0 || rec.Hlc == 0 || rec.Site == "" {
+			return Result{Err: fmt.Errorf("%w: repair record %d: empty key, hlc or site", ErrBadReplicate, i)}, nil
+		}
+	}
+	var res Result
+	for _, rec := range r.Records {
+		superseded, err := putLWW(s, storage.Record{Key: rec.Key, Version: causal.Version{HLC: rec.Hlc, Site: rec.Site}, Value: rec.Value, Tombstone: rec.Tombstone})
+		if err != nil {
+			return Result{}, err
+		}
+		if superseded {
+			res.Superseded++
+		}
+		res.Applied++
+	}
+	for _, m := range r.Origins {
+		if m.Origin == "" || m.Origin == st.site {
+			continue
+		}
+		old := st.origins[m.Origin]
+		p := storage.Progress{HLC: max(old.HLC, m.Hlc), Seq: max(old.Seq, m.Seq)}
+		if p == old {
+			continue
+		}
+		if err := s.SetOrigin(m.Origin, p); err != nil {
+			return Result{}, err
+		}
+		st.setOrigin(m.Origin, p)
+	}
+	return res, nil
 }

@@ -60,6 +60,12 @@ type Result struct {
 	// number the origin's next write must carry.
 	Applied, Duplicates int
 	NextSeq             uint64
+	// Superseded counts the replicated (or repaired) writes that were
+	// older than their key's newest version (last-writer-wins).
+	Superseded int
+	// Seq is this site's outbound sequence number of a write that entered
+	// the outbound log (zero when the shard has no chain).
+	Seq uint64
 	// Err is a decided failure (ErrVersionMismatch, ErrKeyNotFound,
 	// ErrKeyExists) or ErrUnknownCommand.
 	Err error
@@ -108,6 +114,52 @@ type state struct {
 	// modified in place once shared: apply copies it first (owned).
 	origins map[string]storage.Progress
 	owned   bool
+	// chain is the shard's chain of sites (nil: one site, no outbound
+	// log) and capBytes its outbound log's cap.
+	chain    []string
+	capBytes uint64
+	// localSeq is the sequence number of this site's last outbound write.
+	localSeq uint64
+	// stable is, per origin, the progress every chain site applied. Like
+	// origins, never modified in place once shared (stableOwned).
+	stable      map[string]storage.Progress
+	stableOwned bool
+}
+
+// setStable records origin's stable progress, copying stable first if
+// shared.
+func (st *state) setStable(origin string, p storage.Progress) {
+	if !st.stableOwned {
+		m := make(map[string]storage.Progress, len(st.stable)+1)
+		for k, v := range st.stable {
+			m[k] = v
+		}
+		st.stable, st.stableOwned = m, true
+	}
+	st.stable[origin] = p
+}
+
+// forwards reports whether this site passes origin's writes on: the shard
+// has a chain, this site is on it, and it is not the last site of origin's
+// chain (the site before origin in the list).
+func (st *state) forwards(origin string) bool {
+	n := len(st.chain)
+	if n < 2 {
+		return false
+	}
+	self, org := -1, -1
+	for i, s := range st.chain {
+		if s == st.site {
+			self = i
+		}
+		if s == origin {
+			org = i
+		}
+	}
+	if self < 0 || org < 0 {
+		return false
+	}
+	return (self-org+n)%n != n-1
 }
 
 // setOrigin records origin's progress, copying origins first if shared.
@@ -134,8 +186,7 @@ func New(id storage.ShardID, db *storage.DB, logger *slog.Logger, hooks Hooks) (
 		}
 		f.applied, f.st.maxHLC = s.Applied()
 		f.st.site = db.Identity().Site
-		f.st.origins, err = s.Origins()
-		return err
+		return loadGeo(s, &f.st)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm %s: load state: %w", id, err)
@@ -162,6 +213,53 @@ func (f *FSM) Origins() map[string]storage.Progress {
 	return out
 }
 
+// loadGeo reads the origins' progress and the chain state into st.
+func loadGeo(s *storage.ShardTx, st *state) error {
+	var err error
+	if st.origins, err = s.Origins(); err != nil {
+		return err
+	}
+	if st.stable, err = s.Stable(); err != nil {
+		return err
+	}
+	c, err := s.Chain()
+	if err != nil {
+		return err
+	}
+	if len(c.Sites) > 1 {
+		st.chain, st.capBytes = c.Sites, c.CapBytes
+	}
+	st.localSeq = s.LocalSeq()
+	return nil
+}
+
+// Geo is a replica's chain state, as of one applied index.
+type Geo struct {
+	// Applied is the last applied index.
+	Applied uint64
+	// Chain is the shard's chain of sites (nil: one site) and Site this
+	// replica's site.
+	Chain []string
+	Site  string
+	// Local is this site's own progress: the last outbound sequence
+	// number and the shard's newest HLC (every later write of this site
+	// gets a larger one).
+	Local storage.Progress
+	// Origins and Stable: per origin, what this replica applied and what
+	// every chain site applied. Shared: do not modify.
+	Origins, Stable map[string]storage.Progress
+	// Changed is closed when anything applies next.
+	Changed <-chan struct{}
+}
+
+// Geo returns the replica's chain state.
+func (f *FSM) Geo() Geo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Geo{Applied: f.applied, Chain: f.st.chain, Site: f.st.site, Local: storage.Progress{HLC: f.st.maxHLC, Seq: f.st.localSeq},
+		Origins: f.st.origins, Stable: f.st.stable, Changed: f.changed}
+}
+
 // Applied returns the last applied index, the shard's newest HLC and a
 // channel that is closed when either changes.
 func (f *FSM) Applied() (index, maxHLC uint64, changed <-chan struct{}) {
@@ -184,7 +282,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.mu.Lock()
 	applied, st, stopped := f.applied, f.st, f.stopped
 	f.mu.Unlock()
-	st.owned = false
+	st.owned, st.stableOwned = false, false
 	if stopped != nil {
 		for i := range out {
 			out[i] = Result{Err: stopped}
@@ -295,7 +393,7 @@ func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interfa
 		}
 		return s.SetApplied(lastIndex, next.maxHLC)
 	})
-	next.owned = false
+	next.owned, next.stableOwned = false, false
 	return next, err
 }
 
@@ -338,7 +436,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var applied, maxHLC uint64
-	var origins map[string]storage.Progress
+	var next state
 	err := f.db.UpdateAlone(func(tx *storage.Tx) error {
 		if err := tx.RestoreShard(f.id, rc); err != nil {
 			return err
@@ -348,14 +446,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return err
 		}
 		applied, maxHLC = s.Applied()
-		origins, err = s.Origins()
-		return err
+		next = state{maxHLC: maxHLC, site: f.st.site}
+		return loadGeo(s, &next)
 	})
 	if err != nil {
 		return fmt.Errorf("fsm %s: restore: %w", f.id, err)
 	}
 	f.mu.Lock()
-	f.applied, f.st = applied, state{maxHLC: maxHLC, origins: origins, site: f.st.site}
+	f.applied, f.st = applied, next
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

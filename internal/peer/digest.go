@@ -108,14 +108,14 @@ func (x Digests) CheckReplicas(ctx context.Context, addr string, id storage.Shar
 }
 
 func digestPB(d storage.Digest) *peerv1.Digest {
-	return &peerv1.Digest{Index: d.Index, MaxHlc: d.MaxHLC, Entries: d.Entries, Slots: d.Slots[:], Requests: d.Requests, Origins: d.Origins}
+	return &peerv1.Digest{Index: d.Index, MaxHlc: d.MaxHLC, Entries: d.Entries, Slots: d.Slots[:], Requests: d.Requests, Origins: d.Origins, Outbound: d.Outbound}
 }
 
 func digestOf(p *peerv1.Digest) (storage.Digest, error) {
 	if p == nil || len(p.Slots) != storage.DigestSlots {
 		return storage.Digest{}, fmt.Errorf("%w: want %d slots", errBadDigest, storage.DigestSlots)
 	}
-	d := storage.Digest{Index: p.Index, MaxHLC: p.MaxHlc, Entries: p.Entries, Requests: p.Requests, Origins: p.Origins}
+	d := storage.Digest{Index: p.Index, MaxHLC: p.MaxHlc, Entries: p.Entries, Requests: p.Requests, Origins: p.Origins, Outbound: p.Outbound}
 	copy(d.Slots[:], p.Slots)
 	return d, nil
 }

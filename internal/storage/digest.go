@@ -35,8 +35,11 @@ type Digest struct {
 	Slots [DigestSlots]uint64
 	// Requests hashes the request-id table (ShardTx.Digest only).
 	Requests uint64
-	// Origins hashes the progress of every origin (ShardTx.Digest only).
+	// Origins hashes the progress of every origin, the chain, the stable
+	// progress and the local outbound sequence (ShardTx.Digest only).
 	Origins uint64
+	// Outbound hashes the outbound log (ShardTx.Digest only).
+	Outbound uint64
 }
 
 // Sum folds the whole digest into one number, for logs and quick
@@ -51,6 +54,7 @@ func (d Digest) Sum() uint64 {
 	}
 	b = binary.BigEndian.AppendUint64(b, d.Requests)
 	b = binary.BigEndian.AppendUint64(b, d.Origins)
+	b = binary.BigEndian.AppendUint64(b, d.Outbound)
 	return xxhash.Sum64(b)
 }
 
@@ -119,10 +123,20 @@ func (s *ShardTx) Digest() (Digest, error) {
 	if s.state != nil {
 		h := xxhash.New()
 		c := s.state.Cursor()
-		for k, v := c.Seek(stateOrigin); k != nil && bytes.HasPrefix(k, stateOrigin); k, v = c.Next() {
-			writeEntry(h, k, v)
+		for _, prefix := range [][]byte{stateOrigin, stateStable, stateOutBytes} {
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				writeEntry(h, k, v)
+			}
+		}
+		for _, k := range [][]byte{stateChain, stateLocalSeq} {
+			if v := s.state.Get(k); v != nil {
+				writeEntry(h, k, v)
+			}
 		}
 		d.Origins = h.Sum64()
+	}
+	if s.out != nil {
+		d.Outbound = hashBucket(s.out)
 	}
 	return d, nil
 }

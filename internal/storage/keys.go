@@ -27,6 +27,9 @@ var (
 	bucketData     = []byte("data")
 	bucketState    = []byte("state")
 	bucketRequests = []byte("requests")
+	// bucketOutbound is the shard's outbound log (docs/adr/018): origin ‖
+	// 0x00 ‖ seq (8 bytes big endian) → an encoded remote write.
+	bucketOutbound = []byte("outbound")
 )
 
 // Keys in bucketMeta and bucketState.
@@ -42,6 +45,16 @@ var (
 	// stateOrigin + site: the progress of that origin's replicated
 	// writes (Progress: hlc, seq; 8 bytes big endian each).
 	stateOrigin = []byte("origin/")
+	// stateStable + site: every site of the chain applied that origin's
+	// writes up to this progress (hlc, seq).
+	stateStable = []byte("stable/")
+	// stateChain: the encoded chain of sites and outbound log cap.
+	stateChain = []byte("chain")
+	// stateLocalSeq: the sequence number of this site's last write to the
+	// shard that entered the outbound log.
+	stateLocalSeq = []byte("local_seq")
+	// stateOutBytes: the outbound log's size in bytes (keys and values).
+	stateOutBytes = []byte("outbound_bytes")
 )
 
 // formatVersion is the on-disk format this build writes and reads.

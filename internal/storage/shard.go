@@ -41,6 +41,7 @@ type Record struct {
 // In a read-only transaction a shard that was never written reads as empty.
 type ShardTx struct {
 	data, state, reqs *bolt.Bucket // nil when the shard does not exist (read-only)
+	out               *bolt.Bucket // the outbound log; nil as above, or in a read-only transaction on a shard that never had one
 }
 
 // Shard opens id's buckets, creating them in a read-write transaction.
@@ -50,7 +51,7 @@ func (tx *Tx) Shard(id ShardID) (*ShardTx, error) {
 		if b == nil {
 			return &ShardTx{}, nil
 		}
-		return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests)}, nil
+		return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound)}, nil
 	}
 	b, err := tx.btx.CreateBucketIfNotExists(id.bucket())
 	if err != nil {
@@ -60,7 +61,7 @@ func (tx *Tx) Shard(id ShardID) (*ShardTx, error) {
 	for _, p := range []struct {
 		name []byte
 		dst  **bolt.Bucket
-	}{{bucketData, &s.data}, {bucketState, &s.state}, {bucketRequests, &s.reqs}} {
+	}{{bucketData, &s.data}, {bucketState, &s.state}, {bucketRequests, &s.reqs}, {bucketOutbound, &s.out}} {
 		if *p.dst, err = b.CreateBucketIfNotExists(p.name); err != nil {
 			return nil, fmt.Errorf("shard %s: %w", id, err)
 		}
@@ -326,7 +327,7 @@ func (tx *Tx) DropShard(id ShardID) error {
 func (tx *Tx) ForEachShard(fn func(*ShardTx)) {
 	_ = tx.btx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		if len(name) > len(prefixShard) && string(name[:len(prefixShard)]) == prefixShard {
-			fn(&ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests)})
+			fn(&ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound)})
 		}
 		return nil
 	})

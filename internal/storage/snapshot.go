@@ -29,7 +29,7 @@ var ErrBadSnapshot = errors.New("storage: bad snapshot")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-var snapBuckets = [][]byte{nil, bucketData, bucketState, bucketRequests}
+var snapBuckets = [][]byte{nil, bucketData, bucketState, bucketRequests, bucketOutbound}
 
 // WriteShardSnapshot streams the state of shard id, as of tx, to w.
 func (tx *Tx) WriteShardSnapshot(id ShardID, w io.Writer) error {
@@ -86,7 +86,7 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	dst := []*bolt.Bucket{nil, s.data, s.state, s.reqs}
+	dst := []*bolt.Bucket{nil, s.data, s.state, s.reqs, s.out}
 	bb := byteReader{tr}
 	for {
 		tag, err := bb.ReadByte()

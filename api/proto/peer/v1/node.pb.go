@@ -1126,8 +1126,10 @@ type Digest struct {
 	// storage.DigestSlots hashes, one per slot.
 	Slots    []uint64 `protobuf:"fixed64,4,rep,packed,name=slots,proto3" json:"slots,omitempty"`
 	Requests uint64   `protobuf:"fixed64,5,opt,name=requests,proto3" json:"requests,omitempty"`
-	// Hash of the progress of every origin.
-	Origins       uint64 `protobuf:"fixed64,6,opt,name=origins,proto3" json:"origins,omitempty"`
+	// Hash of the progress of every origin (and the chain state).
+	Origins uint64 `protobuf:"fixed64,6,opt,name=origins,proto3" json:"origins,omitempty"`
+	// Hash of the outbound log.
+	Outbound      uint64 `protobuf:"fixed64,7,opt,name=outbound,proto3" json:"outbound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1200,6 +1202,13 @@ func (x *Digest) GetRequests() uint64 {
 func (x *Digest) GetOrigins() uint64 {
 	if x != nil {
 		return x.Origins
+	}
+	return 0
+}
+
+func (x *Digest) GetOutbound() uint64 {
+	if x != nil {
+		return x.Outbound
 	}
 	return 0
 }
@@ -1682,14 +1691,15 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSTATE_READY\x10\x01\x12\x11\n" +
 	"\rSTATE_PENDING\x10\x02\x12\x11\n" +
-	"\rSTATE_UNKNOWN\x10\x03\"\x9d\x01\n" +
+	"\rSTATE_UNKNOWN\x10\x03\"\xb9\x01\n" +
 	"\x06Digest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x17\n" +
 	"\amax_hlc\x18\x02 \x01(\x04R\x06maxHlc\x12\x18\n" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x14\n" +
 	"\x05slots\x18\x04 \x03(\x06R\x05slots\x12\x1a\n" +
 	"\brequests\x18\x05 \x01(\x06R\brequests\x12\x18\n" +
-	"\aorigins\x18\x06 \x01(\x06R\aorigins\"H\n" +
+	"\aorigins\x18\x06 \x01(\x06R\aorigins\x12\x1a\n" +
+	"\boutbound\x18\a \x01(\x06R\boutbound\"H\n" +
 	"\x14CheckReplicasRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\x17\n" +
 	"\x15CheckReplicasResponse\"v\n" +

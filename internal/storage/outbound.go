@@ -1,0 +1,234 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+)
+
+// Chain is a shard's chain of sites (its keyspace's site list, in order)
+// and the cap of its outbound log in bytes per origin (0: no cap). A shard without a
+// chain (one site) keeps no outbound log.
+type Chain struct {
+	Sites    []string `json:"sites"`
+	CapBytes uint64   `json:"cap_bytes,omitempty"`
+}
+
+// Chain returns the shard's chain (zero if none was set).
+func (s *ShardTx) Chain() (Chain, error) {
+	var c Chain
+	if s.state == nil {
+		return c, nil
+	}
+	v := s.state.Get(stateChain)
+	if v == nil {
+		return c, nil
+	}
+	if err := json.Unmarshal(v, &c); err != nil {
+		return Chain{}, fmt.Errorf("%w: chain: %v", ErrBadEncoding, err)
+	}
+	return c, nil
+}
+
+// SetChain records the shard's chain.
+func (s *ShardTx) SetChain(c Chain) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.state.Put(stateChain, b)
+}
+
+// LocalSeq returns the sequence number of this site's last write that
+// entered the outbound log (0: none).
+func (s *ShardTx) LocalSeq() uint64 {
+	if s.state == nil {
+		return 0
+	}
+	return getUint64(s.state, stateLocalSeq)
+}
+
+// SetLocalSeq records this site's last outbound sequence number.
+func (s *ShardTx) SetLocalSeq(seq uint64) error { return putUint64(s.state, stateLocalSeq, seq) }
+
+// Stable returns, per origin, the progress every site of the chain applied.
+func (s *ShardTx) Stable() (map[string]Progress, error) {
+	out := map[string]Progress{}
+	if s.state == nil {
+		return out, nil
+	}
+	c := s.state.Cursor()
+	for k, v := c.Seek(stateStable); k != nil && bytes.HasPrefix(k, stateStable); k, v = c.Next() {
+		if len(v) != 16 {
+			return nil, fmt.Errorf("%w: stable progress %q is %d bytes", ErrBadEncoding, k, len(v))
+		}
+		out[string(k[len(stateStable):])] = Progress{HLC: binary.BigEndian.Uint64(v), Seq: binary.BigEndian.Uint64(v[8:])}
+	}
+	return out, nil
+}
+
+// SetStable records origin's globally stable progress.
+func (s *ShardTx) SetStable(origin string, p Progress) error {
+	if origin == "" {
+		return fmt.Errorf("%w: empty origin", ErrBadEncoding)
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.HLC)
+	return s.state.Put(append(bytes.Clone(stateStable), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
+}
+
+// outKey is origin ‖ 0x00 ‖ seq.
+func outKey(origin string, seq uint64) []byte {
+	k := make([]byte, 0, len(origin)+9)
+	k = append(k, origin...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func outPrefix(origin string) []byte { return append([]byte(origin), 0) }
+
+// OutboundBytes returns the outbound log's size (keys and values).
+func (s *ShardTx) OutboundBytes() uint64 {
+	if s.state == nil {
+		return 0
+	}
+	return getUint64(s.state, stateOutBytes)
+}
+
+// originBytesKey holds the size of one origin's entries.
+func originBytesKey(origin string) []byte {
+	return append(append(bytes.Clone(stateOutBytes), '/'), origin...)
+}
+
+// OriginOutboundBytes returns the size of origin's entries.
+func (s *ShardTx) OriginOutboundBytes(origin string) uint64 {
+	if s.state == nil {
+		return 0
+	}
+	return getUint64(s.state, originBytesKey(origin))
+}
+
+// addOutBytes adds delta (possibly negative) to origin's and the log's
+// sizes.
+func (s *ShardTx) addOutBytes(origin string, delta int64) error {
+	for _, k := range [][]byte{stateOutBytes, originBytesKey(origin)} {
+		n := int64(getUint64(s.state, k)) + delta
+		if n < 0 {
+			n = 0
+		}
+		if err := putUint64(s.state, k, uint64(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendOutbound adds an encoded update of origin to the outbound log.
+func (s *ShardTx) AppendOutbound(origin string, seq uint64, update []byte) error {
+	if origin == "" || seq == 0 {
+		return fmt.Errorf("%w: outbound entry without origin or sequence", ErrBadEncoding)
+	}
+	k := outKey(origin, seq)
+	if err := s.out.Put(k, update); err != nil {
+		return err
+	}
+	return s.addOutBytes(origin, int64(len(k)+len(update)))
+}
+
+// trimOrigin removes origin's oldest entries while keep says so.
+func (s *ShardTx) trimOrigin(origin string, keep func(seq, size uint64) bool) (int, error) {
+	prefix := outPrefix(origin)
+	size := s.OriginOutboundBytes(origin)
+	var freed int64
+	n := 0
+	c := s.out.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; {
+		if keep(binary.BigEndian.Uint64(k[len(prefix):]), size-uint64(freed)) {
+			break
+		}
+		freed += int64(len(k) + len(v))
+		var err error
+		if k, v, err = deleteAt(c, k); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, s.addOutBytes(origin, -freed)
+}
+
+// TrimOutbound removes origin's entries up to seq and returns how many.
+func (s *ShardTx) TrimOutbound(origin string, seq uint64) (int, error) {
+	return s.trimOrigin(origin, func(n, _ uint64) bool { return n > seq })
+}
+
+// CapOutbound drops origin's oldest entries until they take at most
+// capBytes (0: no cap), and returns how many it dropped. A site that
+// still needed them is repaired by anti-entropy.
+func (s *ShardTx) CapOutbound(origin string, capBytes uint64) (int, error) {
+	if capBytes == 0 || s.OriginOutboundBytes(origin) <= capBytes {
+		return 0, nil
+	}
+	return s.trimOrigin(origin, func(_, size uint64) bool { return size <= capBytes })
+}
+
+// ClearOutbound empties the outbound log.
+func (s *ShardTx) ClearOutbound() error {
+	c := s.out.Cursor()
+	for k, _ := c.First(); k != nil; {
+		var err error
+		if k, _, err = deleteAt(c, k); err != nil {
+			return err
+		}
+	}
+	c = s.state.Cursor()
+	for k, _ := c.Seek(stateOutBytes); k != nil && bytes.HasPrefix(k, stateOutBytes); {
+		var err error
+		if k, _, err = deleteAt(c, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OutboundEntry is one update of the outbound log.
+type OutboundEntry struct {
+	Seq    uint64
+	Update []byte // encoded; valid only inside the transaction
+}
+
+// ReadOutbound returns origin's entries from sequence number from on, at
+// most maxEntries and about maxBytes, and the range of origin's entries
+// the log holds (first and last sequence numbers; zero when none). When
+// first > from, the entries from to first-1 were dropped by the cap.
+func (s *ShardTx) ReadOutbound(origin string, from uint64, maxEntries, maxBytes int) (entries []OutboundEntry, first, last uint64, err error) {
+	if s.out == nil {
+		return nil, 0, 0, nil
+	}
+	prefix := outPrefix(origin)
+	c := s.out.Cursor()
+	k, _ := c.Seek(prefix)
+	if k == nil || !bytes.HasPrefix(k, prefix) || len(k) != len(prefix)+8 {
+		return nil, 0, 0, nil
+	}
+	first = binary.BigEndian.Uint64(k[len(prefix):])
+	// The last entry: the key before the next origin's first.
+	end := append(bytes.Clone(prefix[:len(prefix)-1]), 1)
+	if lk, _ := c.Seek(end); lk != nil {
+		lk, _ = c.Prev()
+		last = binary.BigEndian.Uint64(lk[len(prefix):])
+	} else if lk, _ := c.Last(); lk != nil {
+		last = binary.BigEndian.Uint64(lk[len(prefix):])
+	}
+	size := 0
+	for k, v := c.Seek(outKey(origin, max(from, first))); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
+		if len(entries) >= maxEntries || (len(entries) > 0 && size+len(v) > maxBytes) {
+			break
+		}
+		entries = append(entries, OutboundEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Update: v})
+		size += len(v)
+	}
+	return entries, first, last, nil
+}
