@@ -525,6 +525,9 @@ func (g *Group) waitChange(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
+// Geo returns the replica's chain state (fsm.Geo).
+func (g *Group) Geo() fsm.Geo { return g.fsm.Geo() }
+
 // Read runs fn on this replica's applied state. It fails with ErrCorrupt
 // while the replica refuses reads after a failed consistency check.
 func (g *Group) Read(fn func(*storage.ShardTx) error) error {
@@ -699,12 +702,21 @@ func (g *Group) gcLoop() {
 	}
 }
 
-// frontier bounds what garbage collection may remove: nil when no other
-// site replicated writes to the shard, else the lowest progress of those
-// origins, below which none of them can still deliver a write. (The
-// cluster-wide frontier, what every site of the keyspace applied, lowers
-// it further once sites exchange their progress.)
+// frontier bounds what garbage collection may remove. With a chain of
+// sites it is the global frontier (docs/adr/018): the lowest progress that
+// every site of the chain applied, over every origin of the chain, so a
+// collected tombstone is one no site can still deliver an older write
+// under, nor hold an older live version that anti-entropy would bring
+// back. Without a chain: nil when no other site replicated writes to the
+// shard, else the lowest progress of those origins.
 func (g *Group) frontier() *uint64 {
+	if geo := g.fsm.Geo(); len(geo.Chain) > 1 {
+		low := ^uint64(0)
+		for _, site := range geo.Chain {
+			low = min(low, geo.Stable[site].HLC) // zero until known
+		}
+		return &low
+	}
 	origins := g.fsm.Origins()
 	if len(origins) == 0 {
 		return nil
