@@ -4,12 +4,13 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics counts routing decisions.
 type Metrics struct {
-	forwarded     prometheus.Counter
-	localReads    *prometheus.CounterVec
-	floorWaits    prometheus.Counter
-	floorWaitSec  *prometheus.HistogramVec
-	depWaitSec    prometheus.Histogram
-	depsUnchecked prometheus.Counter
+	forwarded      prometheus.Counter
+	localReads     *prometheus.CounterVec
+	floorWaits     prometheus.Counter
+	floorWaitSec   *prometheus.HistogramVec
+	depWaitSec     prometheus.Histogram
+	depsUnchecked  prometheus.Counter
+	durableWaitSec prometheus.Histogram
 }
 
 func newMetrics() *Metrics {
@@ -40,13 +41,18 @@ func newMetrics() *Metrics {
 			Namespace: "causeway", Subsystem: "router", Name: "dependencies_unchecked_total",
 			Help: "Dependencies on other sites' writes to shards this node holds no replica of, left to the chain of sites to check.",
 		}),
+		durableWaitSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "durability_wait_seconds",
+			Help:    "Time a SITES(n) or ALL write waited, after committing here, for the first sites of its chain to apply it.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16),
+		}),
 	}
 }
 
 // NewMetrics registers the routing metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
-	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked)
+	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec)
 	return m
 }
 

@@ -29,6 +29,9 @@ func (e *CondError) Unwrap() error { return e.Result.Err }
 // the new version is newer than all of it (monotonic writes,
 // writes-follow-reads). A failed condition is a *CondError.
 func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *shard.Group, w *peerv1.Write, o *kvv1.WriteOptions) (fsm.Result, error) {
+	if err := r.checkDurability(sh, o); err != nil {
+		return fsm.Result{}, err
+	}
 	deps := c.Session.Deps(nil)
 	if err := r.waitDeps(ctx, c.Keyspace, deps); err != nil {
 		return fsm.Result{}, err
@@ -54,7 +57,7 @@ func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *sh
 		return res, &CondError{Result: res}
 	}
 	c.ObserveWrite(sh, w.Key, res.Version)
-	return res, nil
+	return res, r.waitDurable(ctx, sh, res, o)
 }
 
 // waitDeps waits until this site has applied the writes of other sites

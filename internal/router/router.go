@@ -71,6 +71,8 @@ type Router struct {
 	clock     *causal.Clock
 	log       *slog.Logger
 	metrics   *Metrics
+	// durability waits for SITES(n) and ALL writes (SetDurability).
+	durability Durability
 }
 
 // New returns a router for this node over the given keyspaces (name →

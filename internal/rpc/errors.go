@@ -34,6 +34,8 @@ var codeTable = []struct {
 	{shard.ErrNotLeader, codes.Unavailable},
 	{shard.ErrLeadershipLost, codes.Unavailable},
 	{router.ErrNoLeader, codes.Unavailable},
+	{router.ErrRemoteDurability, codes.DeadlineExceeded},
+	{router.ErrDurability, codes.InvalidArgument},
 	{router.ErrRoutingLoop, codes.Unavailable},
 	{router.ErrPeerUnavailable, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},

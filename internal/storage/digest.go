@@ -226,3 +226,27 @@ func hashBucket(b *bolt.Bucket) uint64 {
 	}
 	return h.Sum64()
 }
+
+// NewestInSlots calls fn with the newest version of every key (tombstones
+// included) whose digest slot is in slots, in key order (anti-entropy
+// sends them to a site whose digest differs in those slots).
+func (s *ShardTx) NewestInSlots(slots map[int]bool, fn func(Record) error) error {
+	if s.data == nil {
+		return nil
+	}
+	c := s.data.Cursor()
+	k, v := c.First()
+	for k != nil {
+		r, _, err := decodeRecord(k, v, false)
+		if err != nil {
+			return err
+		}
+		if slots[SlotOf(r.Key)] {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		k, v = c.Seek(keyBound(r.Key)) // skip older versions
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/fsm"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+)
+
+// ErrRemoteDurability: a write committed at this site, but the sites its
+// durability asked for did not confirm it in time. It is not lost here
+// and still travels down its chain; retrying with the same request id
+// does not write it twice.
+var ErrRemoteDurability = errors.New("router: committed locally, remote durability unconfirmed")
+
+// ErrDurability: a durability level the keyspace cannot give (more sites
+// than hold it).
+var ErrDurability = errors.New("router: durability cannot be met")
+
+// DurabilityWait is how long a SITES(n) or ALL write waits for the other
+// sites when its request has no deadline.
+const DurabilityWait = 10 * time.Second
+
+// Durability waits until the first sites of a write's chain applied it
+// (internal/geo).
+type Durability interface {
+	// ChainLength returns how many sites the shard's chain has (1: one
+	// site).
+	ChainLength(sh placement.Shard) int
+	// WaitDurable waits until the first n sites of this site's chain for
+	// sh applied this site's write with outbound sequence number seq.
+	WaitDurable(ctx context.Context, sh placement.Shard, seq uint64, n int) error
+}
+
+// SetDurability sets what SITES(n) and ALL writes wait on. Call before
+// serving.
+func (r *Router) SetDurability(d Durability) { r.durability = d }
+
+// LeaderTarget returns this node's replica of sh if it leads, or the peer
+// address of the leader; it waits up to LeaderWait for an election.
+func (r *Router) LeaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
+	return r.leaderTarget(ctx, sh)
+}
+
+// ForwardCtx marks ctx as forwarded once more (loops end at a bound).
+func ForwardCtx(ctx context.Context) context.Context { return forwardCtx(ctx) }
+
+// sitesWanted returns how many sites of the chain a write's durability
+// asks for (1: this site only).
+func sitesWanted(o *kvv1.WriteOptions, chain int) (int, error) {
+	if o == nil {
+		return 1, nil
+	}
+	switch o.Durability {
+	case kvv1.Durability_DURABILITY_SITES:
+		n := int(o.MinSites)
+		if n > chain {
+			return 0, fmt.Errorf("%w: SITES(%d) but the keyspace is held by %d site(s)", ErrDurability, n, chain)
+		}
+		return max(n, 1), nil
+	case kvv1.Durability_DURABILITY_ALL:
+		return chain, nil
+	default:
+		return 1, nil
+	}
+}
+
+// checkDurability refuses, before anything is written, a durability the
+// keyspace cannot give.
+func (r *Router) checkDurability(sh placement.Shard, o *kvv1.WriteOptions) error {
+	chain := 1
+	if r.durability != nil {
+		chain = max(1, r.durability.ChainLength(sh))
+	}
+	_, err := sitesWanted(o, chain)
+	return err
+}
+
+// waitDurable waits, for a write committed here, until as many sites as
+// its durability asks for applied it.
+func (r *Router) waitDurable(ctx context.Context, sh placement.Shard, res fsm.Result, o *kvv1.WriteOptions) error {
+	if r.durability == nil {
+		return nil
+	}
+	n, err := sitesWanted(o, max(1, r.durability.ChainLength(sh)))
+	if err != nil || n <= 1 {
+		return err
+	}
+	if res.Seq == 0 {
+		return fmt.Errorf("%w: version %v has no place in the chain yet (the shard's chain is being set up)", ErrRemoteDurability, res.Version)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DurabilityWait)
+		defer cancel()
+	}
+	start := time.Now()
+	if err := r.durability.WaitDurable(ctx, sh, res.Seq, n); err != nil {
+		return fmt.Errorf("%w: version %v committed at site %s; %d site(s) of its chain did not confirm it within %v (%v); it is not lost and keeps propagating", ErrRemoteDurability, res.Version, r.cfg.Site, n, time.Since(start).Round(time.Millisecond), err)
+	}
+	r.metrics.durableWaitSec.Observe(time.Since(start).Seconds())
+	return nil
+}
