@@ -77,7 +77,7 @@ func Config(dir, id string) server.Config {
 
 func logger() *slog.Logger {
 	if os.Getenv("CLUSTERTEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
@@ -388,4 +388,11 @@ func (c *Cluster) Drain(ctx context.Context, id string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func logLevel() slog.Level {
+	if os.Getenv("CLUSTERTEST_LOG") == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }

@@ -38,15 +38,19 @@ const (
 	// GCFrontier bounds garbage collection by the frontier its command
 	// carries, below which no other site can still deliver a write.
 	GCFrontier
+	// DependencyWait holds a remote update at a site until the updates
+	// it depends on are applied there (geo.Service.Ship).
+	DependencyWait
 )
 
 var names = map[Guard]string{
-	ReadBarrier:  "read-barrier",
-	FloorWait:    "floor-wait",
-	WALSync:      "wal-sync",
-	SnapshotSync: "snapshot-sync",
-	CausalFloor:  "causal-floor",
-	GCFrontier:   "gc-frontier",
+	ReadBarrier:    "read-barrier",
+	FloorWait:      "floor-wait",
+	WALSync:        "wal-sync",
+	SnapshotSync:   "snapshot-sync",
+	CausalFloor:    "causal-floor",
+	GCFrontier:     "gc-frontier",
+	DependencyWait: "dependency-wait",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -59,7 +63,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -3,6 +3,9 @@ package rpc
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 )
 
@@ -25,4 +28,21 @@ type ChainStatus interface {
 	// Repair runs anti-entropy for keyspace (every keyspace if empty),
 	// or one shard of it, calling progress after each shard.
 	Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error
+}
+
+// Repair implements adminv1.GeoServer.
+func (g *Geo) Repair(req *adminv1.RepairRequest, stream adminv1.Geo_RepairServer) error {
+	if g.deps.Chain == nil {
+		return status.Error(codes.FailedPrecondition, "this node runs no chains of sites")
+	}
+	var only *uint32
+	if req.HasShard {
+		v := req.Shard
+		only = &v
+	}
+	err := g.deps.Chain.Repair(stream.Context(), req.Keyspace, only, func(p *adminv1.RepairProgress) { _ = stream.Send(p) })
+	if err != nil && stream.Context().Err() == nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return err
 }

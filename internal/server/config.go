@@ -6,7 +6,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/faultnet"
+	"github.com/causeway-db/causeway/internal/geo"
 	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -73,6 +75,12 @@ type Config struct {
 	// means the real file system. Only tests set it (a vfs.MemFS, to take
 	// crash images).
 	FS vfs.FS
+	// Geo tunes the chains of sites; zero fields take geo.DefaultConfig's
+	// values.
+	Geo geo.Config
+	// FixedCluster, if set, gives the cluster configuration instead of
+	// the cluster group (tests of the chains alone).
+	FixedCluster func() (cluster.Config, <-chan struct{})
 }
 
 // DefaultConfig returns the configuration of `kvd` without flags: a

@@ -28,6 +28,7 @@ import (
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/faultnet"
+	"github.com/causeway-db/causeway/internal/geo"
 	"github.com/causeway-db/causeway/internal/host"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
@@ -68,6 +69,7 @@ type Server struct {
 	catalog *catalog.Catalog
 	host    *host.Host
 	router  *router.Router
+	geo     *geo.Service
 	grpc    *grpc.Server // client API
 	peer    *grpc.Server // peer port: raft, Node service, forwarded requests
 	http    *http.Server
@@ -76,6 +78,8 @@ type Server struct {
 	killed                   bool
 	hostStop                 context.CancelFunc
 	hostDone                 chan struct{}
+	geoStop                  context.CancelFunc
+	geoDone                  chan struct{}
 	wg                       sync.WaitGroup
 	stopOnce                 sync.Once
 
@@ -279,6 +283,7 @@ func (s *Server) Start() (err error) {
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)
 	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
+	s.startGeo(m)
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
@@ -569,6 +574,7 @@ func (s *Server) Stop() {
 		// Background loops first, at once: nothing new is started while
 		// requests in flight drain.
 		close(s.stopping)
+		s.stopGeo()
 		if s.hostStop != nil {
 			s.hostStop()
 			<-s.hostDone

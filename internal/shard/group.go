@@ -605,6 +605,23 @@ func (g *Group) AdvanceClosed(hlc uint64) {
 	}
 }
 
+// CloseOnce asks this replica, if it leads, to propose one Close at the
+// present, without the cadence AdvanceClosed starts: an idle shard's
+// origin progress then moves on at every site of its chain.
+func (g *Group) CloseOnce() {
+	hlc := g.deps.Clock.Now()
+	for {
+		cur := g.closeWant.Load()
+		if cur >= hlc || g.closeWant.CompareAndSwap(cur, hlc) {
+			break
+		}
+	}
+	select {
+	case g.closeKick <- struct{}{}:
+	default:
+	}
+}
+
 // CloseCadence returns CloseInterval while this replica applies Close
 // commands at that cadence (one applied within the last two intervals, or
 // more), zero otherwise: a follower that has not applied a read's

@@ -1,0 +1,102 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/faultnet"
+	"github.com/causeway-db/causeway/internal/geo"
+	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/server"
+)
+
+// fixedSites starts one-node sites sharing one fault network, with a
+// fixed cluster configuration naming them all (default keyspace on every
+// site).
+type fixedSites struct {
+	t     *testing.T
+	Net   *faultnet.Net
+	Sites map[string]*Cluster
+	Order []string
+	mu    sync.Mutex
+	cfg   cluster.Config
+}
+
+func startFixedSites(t *testing.T, names []string, shards uint32, mutate func(*server.Config)) *fixedSites {
+	fs := &fixedSites{t: t, Net: faultnet.New(faultnet.DefaultConfig(7)), Sites: map[string]*Cluster{}, Order: names}
+	fs.cfg = cluster.Config{Version: 1, Sites: map[string]cluster.Site{}, Keyspaces: map[string]cluster.Keyspace{
+		cluster.DefaultKeyspace: {Name: cluster.DefaultKeyspace, Shards: shards},
+	}}
+	for i, name := range names {
+		fs.cfg.Sites[name] = cluster.Site{Name: name, Order: i, Nodes: map[string]cluster.Node{}}
+	}
+	for _, name := range names {
+		c := &Cluster{t: t, Net: fs.Net, Mutate: func(cfg *server.Config) {
+			cfg.Site = name
+			cfg.Shards = shards
+			cfg.Geo = geo.Config{HeartbeatEvery: 100 * time.Millisecond, SkipAfter: time.Second, CallTimeout: time.Second,
+				PingEvery: 200 * time.Millisecond, AntiEntropyEvery: -1, CloseEvery: 500 * time.Millisecond}
+			cfg.FixedCluster = fs.config
+			if mutate != nil {
+				mutate(cfg)
+			}
+		}}
+		t.Cleanup(c.Close)
+		n := c.Add()
+		fs.mu.Lock()
+		fs.cfg.Sites[name].Nodes[n.ID] = cluster.Node{ID: n.ID, Site: name, PeerAddr: n.Srv.PeerAddr(), ClientAddr: n.Srv.ClientAddr()}
+		fs.mu.Unlock()
+		fs.Sites[name] = c
+	}
+	for _, c := range fs.Sites {
+		c.WaitSettled(60 * time.Second)
+	}
+	return fs
+}
+
+func (fs *fixedSites) config() (cluster.Config, <-chan struct{}) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.cfg, nil
+}
+
+// kv returns the KV client of site's first node.
+func (fs *fixedSites) kv(site string) kvv1.KVClient { return fs.Sites[site].Nodes[0].KV }
+
+// TestChainReplicatesToEverySite: a write at any site reaches every other
+// site down its chain.
+func TestChainReplicatesToEverySite(t *testing.T) {
+	fs := startFixedSites(t, []string{"s1", "s2", "s3"}, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, site := range fs.Order {
+		for j := 0; j < 5; j++ {
+			key := fmt.Sprintf("k-%s-%d", site, j)
+			if _, err := fs.kv(site).Put(ctx, &kvv1.PutRequest{Key: []byte(key), Value: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatalf("put at %s: %v", site, err)
+			}
+		}
+	}
+	for _, reader := range fs.Order {
+		for _, site := range fs.Order {
+			for j := 0; j < 5; j++ {
+				key := fmt.Sprintf("k-%s-%d", site, j)
+				poll.Every(20*time.Millisecond).Until(t, 30*time.Second, fmt.Sprintf("%s at %s", key, reader), func() error {
+					r, err := fs.kv(reader).Get(ctx, &kvv1.GetRequest{Key: []byte(key)})
+					if err != nil {
+						return err
+					}
+					if !r.Found {
+						return fmt.Errorf("not found")
+					}
+					return nil
+				})
+			}
+		}
+	}
+}

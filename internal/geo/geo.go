@@ -1,0 +1,408 @@
+package geo
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// Config tunes the chains. Zero fields take DefaultConfig's values.
+type Config struct {
+	// Site and NodeID identify this node.
+	Site, NodeID string
+	// HeartbeatEvery: a shipper with nothing new still sends its progress
+	// and closed timestamp this often.
+	HeartbeatEvery time.Duration
+	// CloseEvery: an origin shard that wrote nothing for this long closes
+	// its present (a Close command), so that every site's frontier for it
+	// advances and garbage collection goes on.
+	CloseEvery time.Duration
+	// SkipAfter: a successor site unreachable for this long is skipped.
+	SkipAfter time.Duration
+	// CallTimeout bounds one call to another site.
+	CallTimeout time.Duration
+	// PingEvery: every remote site is pinged this often (round trip,
+	// whether a skipped site is back).
+	PingEvery time.Duration
+	// BatchEntries and BatchBytes bound one shipped batch (one raft entry
+	// at the receiver).
+	BatchEntries, BatchBytes int
+	// LogCapBytes caps each origin's part of a shard's outbound log; a
+	// site that needs what the cap dropped is repaired by anti-entropy.
+	LogCapBytes uint64
+	// DepWait is how long a receiver waits for an update's dependencies
+	// before it applies the part of the batch before it and answers.
+	DepWait time.Duration
+	// StableEvery bounds how often a shard leader proposes new stable
+	// progress (trimming the outbound log).
+	StableEvery time.Duration
+	// AntiEntropyEvery: each shard leader compares its shard with the next
+	// site of its chain this often (0: only on demand and on gaps).
+	AntiEntropyEvery time.Duration
+	// ReconcileEvery: how often the node re-checks which shards it leads.
+	ReconcileEvery time.Duration
+}
+
+// DefaultConfig returns kvd's settings.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatEvery: 500 * time.Millisecond, CloseEvery: 2 * time.Second,
+		SkipAfter: 5 * time.Second, CallTimeout: 3 * time.Second, PingEvery: time.Second,
+		BatchEntries: 512, BatchBytes: 1 << 20, LogCapBytes: 256 << 20,
+		DepWait: time.Second, StableEvery: 200 * time.Millisecond,
+		AntiEntropyEvery: 5 * time.Minute, ReconcileEvery: 200 * time.Millisecond,
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	for _, f := range []struct{ v, d *time.Duration }{
+		{&c.HeartbeatEvery, &d.HeartbeatEvery}, {&c.CloseEvery, &d.CloseEvery}, {&c.SkipAfter, &d.SkipAfter},
+		{&c.CallTimeout, &d.CallTimeout}, {&c.PingEvery, &d.PingEvery}, {&c.DepWait, &d.DepWait},
+		{&c.StableEvery, &d.StableEvery}, {&c.ReconcileEvery, &d.ReconcileEvery},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if c.BatchEntries <= 0 {
+		c.BatchEntries = d.BatchEntries
+	}
+	if c.BatchBytes <= 0 {
+		c.BatchBytes = d.BatchBytes
+	}
+	if c.LogCapBytes == 0 {
+		c.LogCapBytes = d.LogCapBytes
+	}
+	if c.AntiEntropyEvery < 0 {
+		c.AntiEntropyEvery = 0
+	}
+}
+
+// Host gives this node's shard replicas.
+type Host interface {
+	Group(s placement.Shard) *shard.Group
+	Groups() []*shard.Group
+}
+
+// Leaders finds a shard's leader in this site (the router).
+type Leaders interface {
+	LeaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error)
+}
+
+// Conns dials other nodes (peer.Pool).
+type Conns interface {
+	Conn(addr string) (*grpc.ClientConn, error)
+}
+
+// Configs returns the node's copy of the cluster configuration and a
+// channel closed when it changes.
+type Configs func() (cluster.Config, <-chan struct{})
+
+type streamKey struct {
+	sh     placement.Shard
+	origin string
+}
+
+// stream is what this node knows of one origin's updates to one shard.
+type stream struct {
+	mu sync.Mutex
+	// known: per chain site, the progress it applied (this site's own is
+	// refreshed from the replica).
+	known map[string]storage.Progress
+	// stable: the progress every chain site applied (computed here when
+	// this site is the origin, else received from upstream).
+	stable   storage.Progress
+	proposed storage.Progress // last stable progress proposed to the group
+	lastProp time.Time
+	links    links
+	// probed: downstream sites whose progress was learned since this
+	// shipper started or since a repair.
+	probed   map[string]bool
+	lastSent map[string]time.Time
+	changed  chan struct{} // closed when known changes
+}
+
+func newStream() *stream {
+	return &stream{known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, changed: make(chan struct{})}
+}
+
+// noteKnown merges progress reports (the reporter's own progress is
+// authoritative: it may go down after a site lost data).
+func (st *stream) noteKnown(reporter string, ps []*peerv1.OriginProgress) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, p := range ps {
+		if p.GetSite() == "" {
+			continue
+		}
+		np := storage.Progress{Seq: p.Seq, HLC: p.Hlc}
+		if p.Site != reporter {
+			np = maxProgress(st.known[p.Site], np)
+		}
+		st.known[p.Site] = np
+	}
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// Service runs the chains of this node's shard leaders and serves the
+// peer Chain service.
+type Service struct {
+	peerv1.UnimplementedChainServer
+	cfg     Config
+	host    Host
+	leaders Leaders
+	configs Configs
+	conns   Conns
+	log     *slog.Logger
+	m       *Metrics
+
+	mu       sync.Mutex
+	streams  map[streamKey]*stream            // REQUIRES: mu
+	shippers map[streamKey]context.CancelFunc // REQUIRES: mu
+	chainSet map[placement.Shard]bool         // SetChain in flight; REQUIRES: mu
+	aeLast   map[placement.Shard]time.Time    // last periodic anti-entropy; REQUIRES: mu
+	aeBusy   map[placement.Shard]bool         // REQUIRES: mu
+	pings    map[string]pingState             // per site; REQUIRES: mu
+	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
+	wg       sync.WaitGroup
+}
+
+type pingState struct {
+	lastOK, lastTry time.Time
+	rtt             time.Duration
+	ok              bool
+}
+
+// New returns the service; Run starts its loops.
+func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, logger *slog.Logger, m *Metrics) *Service {
+	cfg.fill()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = newMetrics()
+	}
+	return &Service{
+		cfg: cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
+		streams: map[streamKey]*stream{}, shippers: map[streamKey]context.CancelFunc{},
+		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[placement.Shard]bool{},
+		pings: map[string]pingState{}, lastNode: map[string]string{},
+	}
+}
+
+func (s *Service) stream(k streamKey) *stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[k]
+	if st == nil {
+		st = newStream()
+		s.streams[k] = st
+	}
+	return st
+}
+
+func shardOf(g *shard.Group) placement.Shard {
+	id := g.ID()
+	return placement.Shard{Keyspace: id.Keyspace, ID: id.Shard}
+}
+
+// keyspace returns the keyspace of sh as this node knows it, if this site
+// holds it.
+func (s *Service) keyspace(sh placement.Shard) (cluster.Keyspace, bool) {
+	cfg, _ := s.configs()
+	ks, ok := cfg.Keyspace(sh.Keyspace)
+	if !ok || !ks.Holds(s.cfg.Site) || sh.ID >= ks.Shards {
+		return cluster.Keyspace{}, false
+	}
+	return ks, true
+}
+
+// Run reconciles the shippers with the shards this node leads until ctx
+// ends, and pings the other sites.
+func (s *Service) Run(ctx context.Context) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.pingLoop(ctx)
+	}()
+	t := time.NewTicker(s.cfg.ReconcileEvery)
+	defer t.Stop()
+	for {
+		_, changed := s.configs()
+		s.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			for k, cancel := range s.shippers {
+				cancel()
+				delete(s.shippers, k)
+			}
+			s.mu.Unlock()
+			s.wg.Wait()
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile starts and stops shippers, sets chains, and starts periodic
+// anti-entropy.
+func (s *Service) reconcile(ctx context.Context) {
+	cfg, _ := s.configs()
+	want := map[streamKey]*shard.Group{}
+	var outBytes uint64
+	for _, g := range s.host.Groups() {
+		if !g.IsLeader() {
+			continue
+		}
+		sh := shardOf(g)
+		ks, ok := cfg.Keyspace(sh.Keyspace)
+		if !ok || !ks.Holds(s.cfg.Site) {
+			continue
+		}
+		geo := g.Geo()
+		desired := ks.Sites
+		if len(desired) < 2 {
+			desired = nil
+		}
+		if !slices.Equal(geo.Chain, desired) {
+			s.setChain(ctx, g, sh, geo.Chain, desired)
+			continue
+		}
+		if desired == nil {
+			continue
+		}
+		for _, origin := range desired {
+			chain := ks.Chain(origin)
+			if p := position(chain, s.cfg.Site); p >= 0 && p < len(chain)-1 {
+				want[streamKey{sh, origin}] = g
+			}
+		}
+		_ = g.Read(func(tx *storage.ShardTx) error { outBytes += tx.OutboundBytes(); return nil })
+		s.maybeAntiEntropy(ctx, g, sh, ks)
+	}
+	s.m.outboundBytes.Set(float64(outBytes))
+	s.startShippers(ctx, want)
+	s.updateLagMetrics(cfg)
+}
+
+// startShippers starts a shipper for every stream in want that has none
+// and stops those not wanted any more.
+func (s *Service) startShippers(ctx context.Context, want map[streamKey]*shard.Group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, cancel := range s.shippers {
+		if want[k] == nil {
+			cancel()
+			delete(s.shippers, k)
+		}
+	}
+	for k, g := range want {
+		if _, ok := s.shippers[k]; ok {
+			continue
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		s.shippers[k] = cancel
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.ship(sctx, g, k)
+			s.mu.Lock()
+			if s.shippers[k] != nil && sctx.Err() == nil {
+				// Ended on its own (lost the leadership): let the next
+				// reconcile start it again if needed.
+				delete(s.shippers, k)
+			}
+			s.mu.Unlock()
+			cancel()
+		}()
+	}
+}
+
+// setChain proposes the shard's chain, once at a time per shard; sites
+// added to the chain are then brought up to date by anti-entropy (what
+// was written before they joined is in no outbound log).
+func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Shard, old, desired []string) {
+	s.mu.Lock()
+	if s.chainSet[sh] {
+		s.mu.Unlock()
+		return
+	}
+	s.chainSet[sh] = true
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { s.mu.Lock(); delete(s.chainSet, sh); s.mu.Unlock() }()
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: desired, LogCapBytes: s.cfg.LogCapBytes}}})
+		if err != nil {
+			s.log.Debug("setting the chain failed", "shard", sh.String(), "err", err)
+			return
+		}
+		s.log.Info("shard chain set", "shard", sh.String(), "chain", desired, "was", old)
+		for _, site := range desired {
+			if site != s.cfg.Site && !slices.Contains(old, site) {
+				s.startRepair(ctx, g, sh, site, "site joined the chain")
+			}
+		}
+	}()
+}
+
+// ChainLength implements router.Durability.
+func (s *Service) ChainLength(sh placement.Shard) int {
+	ks, ok := s.keyspace(sh)
+	if !ok {
+		return 1
+	}
+	return len(ks.Sites)
+}
+
+// WaitDurable implements router.Durability: it waits until the first n
+// sites of this site's chain for sh applied this site's write seq.
+func (s *Service) WaitDurable(ctx context.Context, sh placement.Shard, seq uint64, n int) error {
+	ks, ok := s.keyspace(sh)
+	if !ok {
+		return fmt.Errorf("keyspace %s is not held here", sh.Keyspace)
+	}
+	chain := ks.Chain(s.cfg.Site)
+	if n > len(chain) {
+		n = len(chain)
+	}
+	st := s.stream(streamKey{sh, s.cfg.Site})
+	for {
+		st.mu.Lock()
+		done := true
+		for _, site := range chain[1:n] {
+			if st.known[site].Seq < seq {
+				done = false
+				break
+			}
+		}
+		ch := st.changed
+		st.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}

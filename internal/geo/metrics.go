@@ -1,0 +1,73 @@
+package geo
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the chains' metrics (docs/operations.md).
+type Metrics struct {
+	lagSeconds, lagEntries *prometheus.GaugeVec
+	outboundBytes          prometheus.Gauge
+	oldestUnstable         prometheus.Gauge
+	applied                *prometheus.CounterVec
+	superseded             prometheus.Counter
+	depWaitSec             prometheus.Histogram
+	depsUnchecked          prometheus.Counter
+	skips, rejoins         *prometheus.CounterVec
+	aeRuns                 *prometheus.CounterVec
+	aeKeys                 prometheus.Counter
+	aeSec                  prometheus.Histogram
+	shipped                *prometheus.CounterVec
+	batches                *prometheus.CounterVec
+	shipSec                prometheus.Histogram
+	rtt                    *prometheus.GaugeVec
+}
+
+func newMetrics() *Metrics {
+	o := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "causeway", Subsystem: "geo", Name: name, Help: help}
+	}
+	return &Metrics{
+		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("replication_lag_seconds",
+			"Age (by HLC) of the oldest update this node's shard leaders still have to get applied at a site, per destination site.")), []string{"site"}),
+		lagEntries: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("replication_lag_entries",
+			"Updates this node's shard leaders still have to get applied at a site, per destination site.")), []string{"site"}),
+		outboundBytes: prometheus.NewGauge(prometheus.GaugeOpts(o("outbound_log_bytes",
+			"Size of the outbound logs of the shards this node leads."))),
+		oldestUnstable: prometheus.NewGauge(prometheus.GaugeOpts(o("oldest_unstable_seconds",
+			"Age (by HLC) of the oldest write of this site, in the shards this node leads, not yet applied at every site of its chain."))),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts(o("remote_updates_applied_total",
+			"Updates of other sites applied here, per origin site.")), []string{"origin"}),
+		superseded: prometheus.NewCounter(prometheus.CounterOpts(o("lww_superseded_total",
+			"Remote or repaired versions that arrived older than their key's newest version (last-writer-wins kept the newer)."))),
+		depWaitSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "dependency_wait_seconds",
+			Help:    "Time a remote update waited for the updates it depends on to be applied at this site.",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 2, 16)}),
+		depsUnchecked: prometheus.NewCounter(prometheus.CounterOpts(o("dependencies_unchecked_total",
+			"Dependencies of remote updates on shards this node holds no replica of (not waited for)."))),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts(o("chain_skips_total",
+			"Times a shipper skipped an unreachable site of its chain, per skipped site.")), []string{"site"}),
+		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts(o("chain_rejoins_total",
+			"Times a skipped site was reached again and took its place in the chain back, per site.")), []string{"site"}),
+		aeRuns: prometheus.NewCounterVec(prometheus.CounterOpts(o("anti_entropy_runs_total",
+			"Anti-entropy comparisons of a shard with another site, by result.")), []string{"result"}),
+		aeKeys: prometheus.NewCounter(prometheus.CounterOpts(o("anti_entropy_keys_repaired_total",
+			"Newest versions sent to other sites by anti-entropy."))),
+		aeSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "anti_entropy_seconds",
+			Help: "Duration of one anti-entropy run of a shard towards a site.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		shipped: prometheus.NewCounterVec(prometheus.CounterOpts(o("shipped_updates_total",
+			"Updates shipped to the next site of a chain, per destination site.")), []string{"site"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts(o("ship_batches_total",
+			"Ship calls to the next site of a chain (batches, heartbeats), per destination site and result.")), []string{"site", "result"}),
+		shipSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "ship_seconds",
+			Help: "Round trip of a shipped batch, applied at the receiving site.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)}),
+		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("site_rtt_seconds",
+			"Last measured round trip to a site (ping through the peer API).")), []string{"site"}),
+	}
+}
+
+// NewMetrics registers the chains' metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := newMetrics()
+	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
+		m.depWaitSec, m.depsUnchecked, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.rtt)
+	return m
+}

@@ -1,0 +1,236 @@
+package geo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// repairBatchBytes bounds one RepairRecords command.
+const repairBatchBytes = 1 << 20
+
+// maybeAntiEntropy starts the periodic comparison of a led shard with the
+// next site of this site's chain.
+func (s *Service) maybeAntiEntropy(ctx context.Context, g *shard.Group, sh placement.Shard, ks cluster.Keyspace) {
+	if s.cfg.AntiEntropyEvery <= 0 {
+		return
+	}
+	chain := ks.Chain(s.cfg.Site)
+	if len(chain) < 2 {
+		return
+	}
+	s.mu.Lock()
+	last, ok := s.aeLast[sh]
+	if !ok {
+		// Spread the first runs over the interval.
+		s.aeLast[sh] = time.Now().Add(-time.Duration(uint64(sh.ID)*uint64(s.cfg.AntiEntropyEvery)/uint64(max(ks.Shards, 1))) / 2)
+		s.mu.Unlock()
+		return
+	}
+	due := time.Since(last) >= s.cfg.AntiEntropyEvery
+	s.mu.Unlock()
+	if due {
+		s.startRepair(ctx, g, sh, chain[1], "periodic")
+	}
+}
+
+// startRepair runs anti-entropy of sh towards site in the background,
+// once at a time per shard.
+func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.Shard, site, reason string) {
+	s.mu.Lock()
+	if s.aeBusy[sh] {
+		s.mu.Unlock()
+		return
+	}
+	s.aeBusy[sh] = true
+	s.aeLast[sh] = time.Now()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { s.mu.Lock(); delete(s.aeBusy, sh); s.mu.Unlock() }()
+		p, err := s.repairShard(ctx, g, sh, site)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("anti-entropy failed", "shard", sh.String(), "site", site, "reason", reason, "err", err)
+			}
+			return
+		}
+		s.log.Info("anti-entropy done", "shard", sh.String(), "site", site, "reason", reason,
+			"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent)
+	}()
+}
+
+// repairShard compares this site's replica of sh (g, which leads) with
+// site's, and sends site the newest versions of every differing digest
+// slot, then the progress of every origin they cover. Versions merge by
+// last-writer-wins, so a repair never undoes a newer write there.
+func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string) (p *adminv1.RepairProgress, err error) {
+	start := time.Now()
+	defer func() {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		s.m.aeRuns.WithLabelValues(result).Inc()
+		s.m.aeSec.Observe(time.Since(start).Seconds())
+	}()
+	p = &adminv1.RepairProgress{Keyspace: sh.Keyspace, Shard: sh.ID, Site: site, SlotsCompared: storage.DigestSlots}
+	// The progress marks are read before the data: the data read later
+	// holds at least what they cover.
+	geo := g.Geo()
+	marks := []*peerv1.RepairProgressMark{{Origin: s.cfg.Site, Seq: geo.Local.Seq, Hlc: geo.Local.HLC}}
+	for o, pr := range geo.Origins {
+		marks = append(marks, &peerv1.RepairProgressMark{Origin: o, Seq: pr.Seq, Hlc: pr.HLC})
+	}
+	var theirs *peerv1.SiteDigestResponse
+	if err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
+		var err error
+		theirs, err = c.SiteDigest(ctx, &peerv1.SiteDigestRequest{Keyspace: sh.Keyspace, Shard: sh.ID})
+		return err
+	}); err != nil {
+		return p, fmt.Errorf("digest of %s at %s: %w", sh, site, err)
+	}
+	if len(theirs.Slots) != storage.DigestSlots {
+		return p, fmt.Errorf("digest of %s at %s has %d slots", sh, site, len(theirs.Slots))
+	}
+	var mine storage.Digest
+	if err := g.Read(func(tx *storage.ShardTx) error {
+		var err error
+		mine, err = tx.DigestAt(math.MaxUint64)
+		return err
+	}); err != nil {
+		return p, err
+	}
+	diff := map[int]bool{}
+	for i := range mine.Slots {
+		if mine.Slots[i] != theirs.Slots[i] {
+			diff[i] = true
+		}
+	}
+	p.SlotsDiffering = uint32(len(diff))
+	send := func(recs []*peerv1.RepairRecord, marks []*peerv1.RepairProgressMark) error {
+		return s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
+			_, err := c.Repair(ctx, &peerv1.RepairShardRequest{Keyspace: sh.Keyspace, Shard: sh.ID, FromSite: s.cfg.Site,
+				Repair: &peerv1.RepairRecords{Records: recs, Origins: marks}})
+			return err
+		})
+	}
+	var batch []*peerv1.RepairRecord
+	size := 0
+	errStop := errors.New("stop")
+	var sendErr error
+	if len(diff) > 0 {
+		err := g.Read(func(tx *storage.ShardTx) error {
+			return tx.NewestInSlots(diff, func(r storage.Record) error {
+				batch = append(batch, &peerv1.RepairRecord{Key: r.Key, Value: r.Value, Tombstone: r.Tombstone, Hlc: r.Version.HLC, Site: r.Version.Site})
+				size += len(r.Key) + len(r.Value) + 32
+				if size >= repairBatchBytes {
+					if sendErr = send(batch, nil); sendErr != nil {
+						return errStop
+					}
+					p.KeysSent += uint64(len(batch))
+					batch, size = nil, 0
+				}
+				return nil
+			})
+		})
+		if sendErr != nil {
+			return p, sendErr
+		}
+		if err != nil {
+			return p, err
+		}
+	}
+	if err := send(batch, marks); err != nil {
+		return p, err
+	}
+	p.KeysSent += uint64(len(batch))
+	s.m.aeKeys.Add(float64(p.KeysSent))
+	// The shippers learn site's new progress before they ship again.
+	s.mu.Lock()
+	for k, st := range s.streams {
+		if k.sh == sh {
+			st.mu.Lock()
+			st.probed[site] = false
+			st.mu.Unlock()
+		}
+	}
+	s.mu.Unlock()
+	return p, nil
+}
+
+// RepairAll runs anti-entropy now from this site towards every other site of
+// keyspace (every keyspace if empty), or of one shard, on the shards this
+// node leads, calling progress after each shard and site.
+func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, progress func(*adminv1.RepairProgress)) error {
+	cfg, _ := s.configs()
+	var names []string
+	if keyspace != "" {
+		ks, ok := cfg.Keyspace(keyspace)
+		if !ok {
+			return fmt.Errorf("unknown keyspace %q", keyspace)
+		}
+		if !ks.Holds(s.cfg.Site) {
+			return fmt.Errorf("keyspace %q is not held by site %s (held by %v)", keyspace, s.cfg.Site, ks.Sites)
+		}
+		if only != nil && *only >= ks.Shards {
+			return fmt.Errorf("keyspace %q has %d shards, no shard %d", keyspace, ks.Shards, *only)
+		}
+		names = []string{keyspace}
+	} else {
+		for name := range cfg.Keyspaces {
+			if ks, ok := cfg.Keyspace(name); ok && ks.Holds(s.cfg.Site) {
+				names = append(names, name)
+			}
+		}
+	}
+	type job struct {
+		sh   placement.Shard
+		site string
+	}
+	var jobs []job
+	for _, name := range names {
+		ks, _ := cfg.Keyspace(name)
+		for id := uint32(0); id < ks.Shards; id++ {
+			if only != nil && id != *only {
+				continue
+			}
+			for _, site := range ks.Sites {
+				if site != s.cfg.Site {
+					jobs = append(jobs, job{placement.Shard{Keyspace: name, ID: id}, site})
+				}
+			}
+		}
+	}
+	for i, j := range jobs {
+		var p *adminv1.RepairProgress
+		g, _, err := s.leaders.LeaderTarget(ctx, j.sh)
+		switch {
+		case err != nil:
+			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: err.Error()}
+		case g == nil:
+			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site"}
+		default:
+			p, err = s.repairShard(ctx, g, j.sh, j.site)
+			if err != nil {
+				p.Error = err.Error()
+			}
+		}
+		p.Done, p.Total = uint32(i+1), uint32(len(jobs))
+		progress(p)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}

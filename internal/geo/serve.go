@@ -1,0 +1,233 @@
+package geo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// leader returns this node's replica of sh if it leads, or a Chain client
+// of the node that does (and the forwarded context).
+func (s *Service) leader(ctx context.Context, sh placement.Shard) (*shard.Group, peerv1.ChainClient, context.Context, error) {
+	g, addr, err := s.leaders.LeaderTarget(ctx, sh)
+	if err != nil {
+		return nil, nil, nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+	}
+	if addr == "" {
+		return g, nil, nil, nil
+	}
+	conn, err := s.conns.Conn(addr)
+	if err != nil {
+		return nil, nil, nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+	}
+	return nil, peerv1.NewChainClient(conn), router.ForwardCtx(ctx), nil
+}
+
+// held checks a request's shard against the configuration.
+func (s *Service) held(keyspace string, id uint32) (cluster.Keyspace, placement.Shard, bool) {
+	sh := placement.Shard{Keyspace: keyspace, ID: id}
+	ks, ok := s.keyspace(sh)
+	return ks, sh, ok
+}
+
+// Ship implements peerv1.ChainServer.
+func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.ShipResponse, error) {
+	u := req.GetUpdates()
+	if u == nil || u.Origin == "" || req.FromSite == "" {
+		return nil, status.Error(codes.InvalidArgument, "ship: no updates, origin or sending site")
+	}
+	if u.Origin == s.cfg.Site {
+		return nil, status.Errorf(codes.InvalidArgument, "ship: site %s received its own updates", s.cfg.Site)
+	}
+	ks, sh, ok := s.held(req.Keyspace, req.Shard)
+	if !ok || !ks.Holds(u.Origin) {
+		return &peerv1.ShipResponse{NotHeld: true}, nil
+	}
+	g, fwd, fctx, err := s.leader(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	if fwd != nil {
+		return fwd.Ship(fctx, req)
+	}
+	k := streamKey{sh, u.Origin}
+	st := s.stream(k)
+	if req.StableSeq > 0 || req.StableHlc > 0 {
+		st.mu.Lock()
+		st.stable = maxProgress(st.stable, storage.Progress{Seq: req.StableSeq, HLC: req.StableHlc})
+		st.mu.Unlock()
+	}
+	if len(g.Geo().Chain) < 2 {
+		// The configuration reached the sender first: set the chain
+		// before applying, so that what must be passed on is logged.
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: ks.Sites, LogCapBytes: s.cfg.LogCapBytes}}})
+		cancel()
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%s: setting the chain: %v", sh, err)
+		}
+	}
+	resp := &peerv1.ShipResponse{}
+	p := g.Geo().Origins[u.Origin]
+	writes := u.Writes
+	for len(writes) > 0 && writes[0].Seq <= p.Seq {
+		writes = writes[1:] // applied already
+	}
+	n, why := s.depsReady(ctx, sh.Keyspace, writes)
+	cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n]}
+	if n == len(writes) {
+		cmd.ClosedHlc, cmd.ClosedSeq = u.ClosedHlc, u.ClosedSeq
+	} else {
+		resp.Error = why
+	}
+	if len(cmd.Writes) > 0 || (cmd.ClosedHlc > p.HLC && cmd.ClosedSeq == p.Seq) {
+		res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: cmd}})
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+		}
+		if res.Err != nil {
+			resp.Error = res.Err.Error()
+		}
+		s.m.applied.WithLabelValues(u.Origin).Add(float64(res.Applied))
+		s.m.superseded.Add(float64(res.Superseded))
+	}
+	self := g.Geo().Origins[u.Origin]
+	resp.NextSeq = self.Seq + 1
+	st.mu.Lock()
+	st.known[s.cfg.Site] = self
+	resp.Known = progressList(st.known, ks.Chain(u.Origin))
+	st.mu.Unlock()
+	// A site that ships nothing on (the last of the chain) still trims and
+	// collects by the stable progress it receives.
+	s.proposeStable(context.WithoutCancel(ctx), g, k, st)
+	return resp, nil
+}
+
+// depsReady returns how many of writes have their dependencies applied at
+// this site, waiting up to DepWait for the first that does not (and why
+// it stopped there).
+func (s *Service) depsReady(ctx context.Context, keyspace string, writes []*peerv1.RemoteWrite) (int, string) {
+	if guards.Off(guards.DependencyWait) {
+		return len(writes), ""
+	}
+	deadline := time.Now().Add(s.cfg.DepWait)
+	for i, w := range writes {
+		for _, d := range w.Deps {
+			if d.Origin == "" || d.Origin == s.cfg.Site {
+				continue // this site's own writes are applied here
+			}
+			shards := []placement.Shard{{Keyspace: d.Keyspace, ID: d.Shard}}
+			if d.AllShards {
+				ks, ok := s.keyspaceOf(d.Keyspace)
+				if !ok {
+					continue
+				}
+				shards = shards[:0]
+				for id := uint32(0); id < ks.Shards; id++ {
+					shards = append(shards, placement.Shard{Keyspace: d.Keyspace, ID: id})
+				}
+			}
+			for _, sh := range shards {
+				dg := s.host.Group(sh)
+				if dg == nil {
+					if _, ok := s.keyspaceOf(sh.Keyspace); ok {
+						s.m.depsUnchecked.Inc()
+					}
+					continue
+				}
+				if dg.HasApplied(d.Origin, d.Hlc) {
+					continue
+				}
+				start := time.Now()
+				wctx, cancel := context.WithDeadline(ctx, deadline)
+				err := dg.WaitOrigin(wctx, d.Origin, d.Hlc)
+				cancel()
+				s.m.depWaitSec.Observe(time.Since(start).Seconds())
+				if err != nil {
+					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s", w.Seq, keyspace, sh, d.Hlc, d.Origin)
+				}
+			}
+		}
+	}
+	return len(writes), ""
+}
+
+// keyspaceOf returns a keyspace this site holds.
+func (s *Service) keyspaceOf(name string) (cluster.Keyspace, bool) {
+	cfg, _ := s.configs()
+	ks, ok := cfg.Keyspace(name)
+	return ks, ok && ks.Holds(s.cfg.Site)
+}
+
+// SiteDigest implements peerv1.ChainServer.
+func (s *Service) SiteDigest(ctx context.Context, req *peerv1.SiteDigestRequest) (*peerv1.SiteDigestResponse, error) {
+	_, sh, ok := s.held(req.Keyspace, req.Shard)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "site %s does not hold shard %d of keyspace %q", s.cfg.Site, req.Shard, req.Keyspace)
+	}
+	g, fwd, fctx, err := s.leader(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	if fwd != nil {
+		return fwd.SiteDigest(fctx, req)
+	}
+	var d storage.Digest
+	if err := g.Read(func(tx *storage.ShardTx) error {
+		var err error
+		d, err = tx.DigestAt(math.MaxUint64)
+		return err
+	}); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+	}
+	resp := &peerv1.SiteDigestResponse{Slots: d.Slots[:], Entries: d.Entries}
+	for o, p := range g.Geo().Origins {
+		resp.Origins = append(resp.Origins, &peerv1.OriginProgress{Site: o, Seq: p.Seq, Hlc: p.HLC})
+	}
+	return resp, nil
+}
+
+// Repair implements peerv1.ChainServer: it applies another site's newest
+// versions through this site's raft group.
+func (s *Service) Repair(ctx context.Context, req *peerv1.RepairShardRequest) (*peerv1.RepairShardResponse, error) {
+	if req.GetRepair() == nil || req.FromSite == "" {
+		return nil, status.Error(codes.InvalidArgument, "repair: no records or sending site")
+	}
+	_, sh, ok := s.held(req.Keyspace, req.Shard)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "site %s does not hold shard %d of keyspace %q", s.cfg.Site, req.Shard, req.Keyspace)
+	}
+	g, fwd, fctx, err := s.leader(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	if fwd != nil {
+		return fwd.Repair(fctx, req)
+	}
+	res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Repair{Repair: req.Repair}})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+	}
+	if res.Err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", sh, res.Err)
+	}
+	s.m.superseded.Add(float64(res.Superseded))
+	return &peerv1.RepairShardResponse{Applied: uint64(res.Applied)}, nil
+}
+
+// Ping implements peerv1.ChainServer.
+func (s *Service) Ping(context.Context, *peerv1.PingRequest) (*peerv1.PingResponse, error) {
+	return &peerv1.PingResponse{Site: s.cfg.Site, NodeId: s.cfg.NodeID}, nil
+}

@@ -1,0 +1,434 @@
+package geo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// selfProgress is what this replica applied of origin's updates: its own
+// writes (outbound sequence and newest HLC) or another origin's progress.
+func (s *Service) selfProgress(g *shard.Group, origin string) (storage.Progress, <-chan struct{}, map[string]storage.Progress) {
+	geo := g.Geo()
+	if origin == s.cfg.Site {
+		return geo.Local, geo.Changed, geo.Stable
+	}
+	return geo.Origins[origin], geo.Changed, geo.Stable
+}
+
+// ship runs while this node leads g: it sends origin's updates to the
+// next reachable site of origin's chain.
+func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
+	st := s.stream(k)
+	st.mu.Lock()
+	st.probed = map[string]bool{} // a new leader learns every site's progress first
+	st.mu.Unlock()
+	lastWrite := time.Now()
+	var lastLocal storage.Progress
+	for ctx.Err() == nil {
+		if !g.IsLeader() {
+			return
+		}
+		ks, ok := s.keyspace(k.sh)
+		if !ok {
+			return
+		}
+		chain := ks.Chain(k.origin)
+		pos := position(chain, s.cfg.Site)
+		if pos < 0 || pos == len(chain)-1 {
+			return
+		}
+		self, changed, stableState := s.selfProgress(g, k.origin)
+		st.mu.Lock()
+		st.known[s.cfg.Site] = self
+		if k.origin == s.cfg.Site {
+			st.stable = maxProgress(st.stable, minProgress(st.known, chain))
+		}
+		st.stable = maxProgress(st.stable, stableState[k.origin])
+		target := st.links.target(chain[pos+1:], s.pingOK)
+		tk, probed := st.known[target], st.probed[target]
+		sinceSent := time.Since(st.lastSent[target])
+		stable := st.stable
+		st.mu.Unlock()
+		s.proposeStable(ctx, g, k, st)
+
+		// An origin that wrote nothing for a while closes its present,
+		// so every site's frontier for it moves on.
+		if k.origin == s.cfg.Site {
+			if self != lastLocal {
+				lastLocal, lastWrite = self, time.Now()
+			} else if time.Since(lastWrite) > s.cfg.CloseEvery {
+				g.CloseOnce()
+				lastWrite = time.Now()
+			}
+		}
+
+		req := &peerv1.ShipRequest{Keyspace: k.sh.Keyspace, Shard: k.sh.ID, FromSite: s.cfg.Site,
+			Updates: &peerv1.Replicate{Origin: k.origin}, StableSeq: stable.Seq, StableHlc: stable.HLC}
+		if probed {
+			next := tk.Seq + 1
+			if self.Seq >= next {
+				writes, first, err := s.readOutbound(g, k.origin, next)
+				if err != nil {
+					s.log.Warn("reading the outbound log failed", "shard", k.sh.String(), "err", err)
+					sleep(ctx, s.cfg.HeartbeatEvery)
+					continue
+				}
+				if len(writes) == 0 || first > next {
+					// What target needs is no longer here: the cap
+					// dropped it. Anti-entropy brings target up to date.
+					s.startRepair(ctx, g, k.sh, target, fmt.Sprintf("outbound log of %s starts at %d, %s needs %d", k.origin, first, target, next))
+					st.mu.Lock()
+					st.probed[target] = false
+					st.mu.Unlock()
+					sleep(ctx, s.cfg.HeartbeatEvery)
+					continue
+				}
+				req.Updates.Writes = writes
+			}
+			last := next - 1
+			if n := len(req.Updates.Writes); n > 0 {
+				last = req.Updates.Writes[n-1].Seq
+			}
+			if last == self.Seq && self.HLC > tk.HLC {
+				req.Updates.ClosedSeq, req.Updates.ClosedHlc = self.Seq, self.HLC
+			}
+			if len(req.Updates.Writes) == 0 && req.Updates.ClosedHlc == 0 && sinceSent < s.cfg.HeartbeatEvery {
+				wait(ctx, changed, s.cfg.HeartbeatEvery-sinceSent)
+				continue
+			}
+		}
+		st.mu.Lock()
+		req.Known = progressList(st.known, chain)
+		st.mu.Unlock()
+
+		start := time.Now()
+		resp, err := s.send(ctx, target, req)
+		if err != nil || resp.NotHeld {
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				err = errors.New("the site does not hold the keyspace (yet)")
+			}
+			st.mu.Lock()
+			skippedNow := st.links.fail(target, time.Now(), s.cfg.SkipAfter)
+			st.mu.Unlock()
+			s.m.batches.WithLabelValues(target, "error").Inc()
+			if skippedNow {
+				s.m.skips.WithLabelValues(target).Inc()
+				s.log.Warn("skipping an unreachable site in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target, "after", s.cfg.SkipAfter, "err", err)
+			} else {
+				s.log.Debug("shipping failed", "shard", k.sh.String(), "origin", k.origin, "site", target, "err", err)
+			}
+			sleep(ctx, min(s.cfg.HeartbeatEvery, 200*time.Millisecond))
+			continue
+		}
+		st.mu.Lock()
+		if st.links.ok(target) {
+			s.m.rejoins.WithLabelValues(target).Inc()
+			s.log.Info("a skipped site is back in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target)
+		}
+		st.probed[target] = true
+		st.lastSent[target] = time.Now()
+		st.mu.Unlock()
+		// The receiver's NextSeq is its own progress.
+		known := resp.Known
+		if resp.NextSeq > 0 {
+			found := false
+			for _, p := range known {
+				if p.GetSite() == target {
+					found = true
+				}
+			}
+			if !found {
+				known = append(known, &peerv1.OriginProgress{Site: target, Seq: resp.NextSeq - 1})
+			}
+		}
+		st.noteKnown(target, known)
+		n := len(req.Updates.Writes)
+		s.m.batches.WithLabelValues(target, "ok").Inc()
+		if n > 0 {
+			s.m.shipped.WithLabelValues(target).Add(float64(n))
+			s.m.shipSec.Observe(time.Since(start).Seconds())
+		}
+		if resp.Error != "" {
+			s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "site", target, "reason", resp.Error)
+			sleep(ctx, 20*time.Millisecond)
+		}
+	}
+}
+
+// readOutbound returns origin's updates from next on (one batch) and the
+// first sequence number the log holds for origin.
+func (s *Service) readOutbound(g *shard.Group, origin string, next uint64) ([]*peerv1.RemoteWrite, uint64, error) {
+	var out []*peerv1.RemoteWrite
+	var first uint64
+	err := g.Read(func(tx *storage.ShardTx) error {
+		es, f, _, err := tx.ReadOutbound(origin, next, s.cfg.BatchEntries, s.cfg.BatchBytes)
+		if err != nil {
+			return err
+		}
+		first = f
+		for _, e := range es {
+			if e.Seq != next+uint64(len(out)) {
+				break // a hole (never expected): ship up to it
+			}
+			w := &peerv1.RemoteWrite{}
+			if err := proto.Unmarshal(e.Update, w); err != nil {
+				return fmt.Errorf("%w: outbound entry %s/%d: %v", storage.ErrBadEncoding, origin, e.Seq, err)
+			}
+			out = append(out, w)
+		}
+		return nil
+	})
+	return out, first, err
+}
+
+// proposeStable proposes the stream's stable progress to g when it
+// advanced, at most every StableEvery.
+func (s *Service) proposeStable(ctx context.Context, g *shard.Group, k streamKey, st *stream) {
+	st.mu.Lock()
+	p := st.stable
+	if p.Seq <= st.proposed.Seq && p.HLC <= st.proposed.HLC || time.Since(st.lastProp) < s.cfg.StableEvery {
+		st.mu.Unlock()
+		return
+	}
+	if cur := g.Geo().Stable[k.origin]; p.Seq <= cur.Seq && p.HLC <= cur.HLC {
+		st.proposed = cur
+		st.mu.Unlock()
+		return
+	}
+	st.proposed, st.lastProp = p, time.Now()
+	st.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+		if _, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Stable{Stable: &peerv1.Stable{Origin: k.origin, Seq: p.Seq, Hlc: p.HLC}}}); err != nil {
+			st.mu.Lock()
+			st.proposed = storage.Progress{}
+			st.mu.Unlock()
+		}
+	}()
+}
+
+// send calls Ship on a node of site: the one that answered last first.
+func (s *Service) send(ctx context.Context, site string, req *peerv1.ShipRequest) (*peerv1.ShipResponse, error) {
+	var resp *peerv1.ShipResponse
+	err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
+		var err error
+		resp, err = c.Ship(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// callSite runs call against the nodes of site until one answers.
+func (s *Service) callSite(ctx context.Context, site string, call func(context.Context, peerv1.ChainClient) error) error {
+	cfg, _ := s.configs()
+	nodes := cfg.Nodes(site)
+	if len(nodes) == 0 {
+		return fmt.Errorf("site %s has no known nodes", site)
+	}
+	s.mu.Lock()
+	last := s.lastNode[site]
+	s.mu.Unlock()
+	order := make([]cluster.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if n.ID == last {
+			order = append([]cluster.Node{n}, order...)
+		} else {
+			order = append(order, n)
+		}
+	}
+	var err error
+	for _, n := range order {
+		conn, cerr := s.conns.Conn(n.PeerAddr)
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		err = call(cctx, peerv1.NewChainClient(conn))
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.lastNode[site] = n.ID
+			s.mu.Unlock()
+			return nil
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded && c != codes.Canceled {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// pingLoop measures the round trip to every other site.
+func (s *Service) pingLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.PingEvery)
+	defer t.Stop()
+	for {
+		cfg, _ := s.configs()
+		for _, site := range cfg.SiteNames() {
+			if site == s.cfg.Site {
+				continue
+			}
+			s.mu.Lock()
+			ps := s.pings[site]
+			busy := !ps.lastTry.IsZero() && ps.lastTry.After(ps.lastOK) && time.Since(ps.lastTry) < s.cfg.CallTimeout
+			if !busy {
+				ps.lastTry = time.Now()
+				s.pings[site] = ps
+			}
+			s.mu.Unlock()
+			if busy {
+				continue
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				start := time.Now()
+				err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
+					_, err := c.Ping(ctx, &peerv1.PingRequest{FromSite: s.cfg.Site})
+					return err
+				})
+				rtt := time.Since(start)
+				s.mu.Lock()
+				ps := s.pings[site]
+				ps.ok = err == nil
+				if err == nil {
+					ps.lastOK, ps.rtt = time.Now(), rtt
+				}
+				s.pings[site] = ps
+				s.mu.Unlock()
+				if err == nil {
+					s.m.rtt.WithLabelValues(site).Set(rtt.Seconds())
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pingOK returns when a ping last reached site.
+func (s *Service) pingOK(site string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pings[site].lastOK
+}
+
+// RTT returns the last measured round trip to site and whether the last
+// ping reached it.
+func (s *Service) RTT(site string) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pings[site]
+	return p.rtt, p.ok
+}
+
+// lagOf sums, over the streams this node ships, what site has not applied
+// yet: entries, and the age (by HLC) of the oldest.
+func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped bool) {
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.shippers))
+	for k := range s.shippers {
+		streams = append(streams, s.streams[k])
+	}
+	s.mu.Unlock()
+	now := uint64(time.Now().UnixMilli())
+	for _, st := range streams {
+		if st == nil {
+			continue
+		}
+		st.mu.Lock()
+		self, ok := st.known[s.cfg.Site]
+		there, known := st.known[site]
+		if st.links.skipped(site) {
+			skipped = true
+		}
+		st.mu.Unlock()
+		if !ok || !known || there.Seq >= self.Seq {
+			continue
+		}
+		entries += self.Seq - there.Seq
+		wall, _ := causal.SplitHLC(there.HLC)
+		if wall > 0 && now > wall {
+			seconds = max(seconds, float64(now-wall)/1000)
+		}
+	}
+	return seconds, entries, skipped
+}
+
+// updateLagMetrics refreshes the per-site lag gauges and the age of the
+// oldest version not yet globally stable.
+func (s *Service) updateLagMetrics(cfg cluster.Config) {
+	for _, site := range cfg.SiteNames() {
+		if site == s.cfg.Site {
+			continue
+		}
+		sec, n, _ := s.lagOf(site)
+		s.m.lagSeconds.WithLabelValues(site).Set(sec)
+		s.m.lagEntries.WithLabelValues(site).Set(float64(n))
+	}
+	var oldest float64
+	now := uint64(time.Now().UnixMilli())
+	s.mu.Lock()
+	for k, st := range s.streams {
+		if k.origin != s.cfg.Site || s.shippers[k] == nil {
+			continue
+		}
+		st.mu.Lock()
+		self, stable := st.known[s.cfg.Site], st.stable
+		st.mu.Unlock()
+		if self.Seq > stable.Seq {
+			if wall, _ := causal.SplitHLC(stable.HLC); wall > 0 && now > wall {
+				oldest = max(oldest, float64(now-wall)/1000)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.m.oldestUnstable.Set(oldest)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+var _ = placement.Shard{}

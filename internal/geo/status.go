@@ -1,0 +1,32 @@
+package geo
+
+import (
+	"context"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	"github.com/causeway-db/causeway/internal/rpc"
+)
+
+// Status adapts the service to the Geo admin API (rpc.ChainStatus).
+type Status struct{ S *Service }
+
+var _ rpc.ChainStatus = Status{}
+
+// Lag implements rpc.ChainStatus.
+func (a Status) Lag(site string) rpc.SiteLag {
+	sec, n, skipped := a.S.lagOf(site)
+	rtt, ok := a.S.RTT(site)
+	state := "up"
+	switch {
+	case skipped:
+		state = "skipped"
+	case !ok:
+		state = "unreachable"
+	}
+	return rpc.SiteLag{State: state, RTTSeconds: rtt.Seconds(), LagSeconds: sec, LagEntries: n}
+}
+
+// Repair implements rpc.ChainStatus.
+func (a Status) Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error {
+	return a.S.RepairAll(ctx, keyspace, shard, progress)
+}
