@@ -15,9 +15,8 @@ import (
 	"github.com/causeway-db/causeway/internal/server"
 )
 
-// fixedSites starts one-node sites sharing one fault network, with a
-// fixed cluster configuration naming them all (default keyspace on every
-// site).
+// fixedSites starts sites sharing one fault network, with a fixed cluster
+// configuration naming them all (default keyspace on every site).
 type fixedSites struct {
 	t     *testing.T
 	Net   *faultnet.Net
@@ -27,10 +26,32 @@ type fixedSites struct {
 	cfg   cluster.Config
 }
 
-func startFixedSites(t *testing.T, names []string, shards uint32, mutate func(*server.Config)) *fixedSites {
+// fixedOptions shape startFixedSites' sites.
+type fixedOptions struct {
+	Shards uint32
+	// Nodes per site (default 1).
+	Nodes int
+	// Mutate changes a node's configuration (after the defaults).
+	Mutate func(site string, cfg *server.Config)
+}
+
+// geoTestConfig is the chains' test tuning: quick heartbeats and skips, no
+// periodic anti-entropy.
+func geoTestConfig() geo.Config {
+	return geo.Config{HeartbeatEvery: 100 * time.Millisecond, SkipAfter: time.Second, CallTimeout: time.Second,
+		PingEvery: 200 * time.Millisecond, AntiEntropyEvery: -1, CloseEvery: 500 * time.Millisecond}
+}
+
+func startFixedSites(t *testing.T, names []string, o fixedOptions) *fixedSites {
+	if o.Nodes <= 0 {
+		o.Nodes = 1
+	}
+	if o.Shards == 0 {
+		o.Shards = 2
+	}
 	fs := &fixedSites{t: t, Net: faultnet.New(faultnet.DefaultConfig(7)), Sites: map[string]*Cluster{}, Order: names}
 	fs.cfg = cluster.Config{Version: 1, Sites: map[string]cluster.Site{}, Keyspaces: map[string]cluster.Keyspace{
-		cluster.DefaultKeyspace: {Name: cluster.DefaultKeyspace, Shards: shards},
+		cluster.DefaultKeyspace: {Name: cluster.DefaultKeyspace, Shards: o.Shards},
 	}}
 	for i, name := range names {
 		fs.cfg.Sites[name] = cluster.Site{Name: name, Order: i, Nodes: map[string]cluster.Node{}}
@@ -38,20 +59,21 @@ func startFixedSites(t *testing.T, names []string, shards uint32, mutate func(*s
 	for _, name := range names {
 		c := &Cluster{t: t, Net: fs.Net, Mutate: func(cfg *server.Config) {
 			cfg.Site = name
-			cfg.Shards = shards
-			cfg.Geo = geo.Config{HeartbeatEvery: 100 * time.Millisecond, SkipAfter: time.Second, CallTimeout: time.Second,
-				PingEvery: 200 * time.Millisecond, AntiEntropyEvery: -1, CloseEvery: 500 * time.Millisecond}
+			cfg.Shards = o.Shards
+			cfg.Geo = geoTestConfig()
 			cfg.FixedCluster = fs.config
-			if mutate != nil {
-				mutate(cfg)
+			if o.Mutate != nil {
+				o.Mutate(name, cfg)
 			}
 		}}
 		t.Cleanup(c.Close)
-		n := c.Add()
-		fs.mu.Lock()
-		fs.cfg.Sites[name].Nodes[n.ID] = cluster.Node{ID: n.ID, Site: name, PeerAddr: n.Srv.PeerAddr(), ClientAddr: n.Srv.ClientAddr()}
-		fs.mu.Unlock()
 		fs.Sites[name] = c
+		for range o.Nodes {
+			n := c.Add()
+			fs.mu.Lock()
+			fs.cfg.Sites[name].Nodes[n.ID] = cluster.Node{ID: n.ID, Site: name, PeerAddr: n.Srv.PeerAddr(), ClientAddr: n.Srv.ClientAddr()}
+			fs.mu.Unlock()
+		}
 	}
 	for _, c := range fs.Sites {
 		c.WaitSettled(60 * time.Second)
@@ -71,7 +93,7 @@ func (fs *fixedSites) kv(site string) kvv1.KVClient { return fs.Sites[site].Node
 // TestChainReplicatesToEverySite: a write at any site reaches every other
 // site down its chain.
 func TestChainReplicatesToEverySite(t *testing.T) {
-	fs := startFixedSites(t, []string{"s1", "s2", "s3"}, 2, nil)
+	fs := startFixedSites(t, []string{"s1", "s2", "s3"}, fixedOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i, site := range fs.Order {

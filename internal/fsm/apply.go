@@ -299,7 +299,20 @@ func applyRepair(s *storage.ShardTx, r *peerv1.RepairRecords, st *state) (Result
 		res.Applied++
 	}
 	for _, m := range r.Origins {
-		if m.Origin == "" || m.Origin == st.site {
+		if m.Origin == "" {
+			continue
+		}
+		if m.Origin == st.site {
+			// Another site applied more of this site's writes than this
+			// replica numbered: it lost its data (wiped and rebuilt). Its
+			// next writes are numbered after what the others applied, or
+			// they would take them for duplicates.
+			if m.Seq > st.localSeq {
+				st.localSeq = m.Seq
+				if err := s.SetLocalSeq(st.localSeq); err != nil {
+					return Result{}, err
+				}
+			}
 			continue
 		}
 		old := st.origins[m.Origin]

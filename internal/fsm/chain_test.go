@@ -162,7 +162,9 @@ func TestChainOutboundLog(t *testing.T) {
 }
 
 // TestRepairRecords: repaired versions merge by last-writer-wins and raise
-// other origins' progress, never this site's own.
+// other origins' progress, never this site's own; a mark of this site's
+// own writes above its sequence (its replica was rebuilt) moves its next
+// sequence number past it.
 func TestRepairRecords(t *testing.T) {
 	db := openDB(t, "r.db")
 	f, _ := newFSM(t, db)
@@ -185,6 +187,9 @@ func TestRepairRecords(t *testing.T) {
 	}
 	if p, _ := f.Progress("s1"); p != (storage.Progress{}) {
 		t.Fatalf("a repair set this site's own progress: %+v", p)
+	}
+	if g := f.Geo(); g.Local.Seq != 99 {
+		t.Fatalf("local sequence after a repair marking 99 of this site's writes: %d", g.Local.Seq)
 	}
 	// s2's next write continues after the repaired progress.
 	if r := apply(replicate("s2", 0, 0, rw("c", "c", 800, 10))); r.Err != nil || r.Applied != 1 {

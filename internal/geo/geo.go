@@ -177,6 +177,7 @@ type Service struct {
 	aeBusy   map[placement.Shard]bool         // REQUIRES: mu
 	pings    map[string]pingState             // per site; REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
+	runCtx   context.Context                  // Run's context; REQUIRES: mu
 	wg       sync.WaitGroup
 }
 
@@ -233,6 +234,9 @@ func (s *Service) keyspace(sh placement.Shard) (cluster.Keyspace, bool) {
 // Run reconciles the shippers with the shards this node leads until ctx
 // ends, and pings the other sites.
 func (s *Service) Run(ctx context.Context) {
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -362,6 +366,16 @@ func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Sha
 			}
 		}
 	}()
+}
+
+// runContext returns Run's context (background before Run).
+func (s *Service) runContext() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runCtx == nil {
+		return context.Background()
+	}
+	return s.runCtx
 }
 
 // ChainLength implements router.Durability.

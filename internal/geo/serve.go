@@ -81,6 +81,16 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	}
 	resp := &peerv1.ShipResponse{}
 	p := g.Geo().Origins[u.Origin]
+	if u.Origin == req.FromSite {
+		for _, kp := range req.Known {
+			if kp.GetSite() == u.Origin && kp.Seq < p.Seq {
+				// The origin numbered fewer writes than this site applied
+				// from it: its replica lost its data. Send it back what
+				// this site holds.
+				s.startRepair(s.runContext(), g, sh, u.Origin, fmt.Sprintf("%s's sequence %d is behind this site's progress %d for it (rebuilt replica)", u.Origin, kp.Seq, p.Seq))
+			}
+		}
+	}
 	writes := u.Writes
 	for len(writes) > 0 && writes[0].Seq <= p.Seq {
 		writes = writes[1:] // applied already
@@ -122,7 +132,14 @@ func (s *Service) depsReady(ctx context.Context, keyspace string, writes []*peer
 	if guards.Off(guards.DependencyWait) {
 		return len(writes), ""
 	}
+	// Answer well inside the sender's deadline: a reply that applied part
+	// of the batch is progress, a timed-out call is not.
 	deadline := time.Now().Add(s.cfg.DepWait)
+	if d, ok := ctx.Deadline(); ok {
+		if half := time.Now().Add(time.Until(d) / 2); half.Before(deadline) {
+			deadline = half
+		}
+	}
 	for i, w := range writes {
 		for _, d := range w.Deps {
 			if d.Origin == "" || d.Origin == s.cfg.Site {

@@ -77,6 +77,17 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 
 		req := &peerv1.ShipRequest{Keyspace: k.sh.Keyspace, Shard: k.sh.ID, FromSite: s.cfg.Site,
 			Updates: &peerv1.Replicate{Origin: k.origin}, StableSeq: stable.Seq, StableHlc: stable.HLC}
+		if probed && k.origin == s.cfg.Site && tk.Seq > self.Seq {
+			// target applied more of this site's writes than this replica
+			// numbered: the replica lost its data. Number the next writes
+			// after target's progress, and send target what this replica
+			// wrote since (anti-entropy; the writes numbered before the
+			// move look like duplicates there).
+			s.renumber(ctx, g, k, tk)
+			s.startRepair(ctx, g, k.sh, target, fmt.Sprintf("this site's sequence %d is behind %s's progress %d for it (rebuilt replica)", self.Seq, target, tk.Seq))
+			sleep(ctx, s.cfg.HeartbeatEvery)
+			continue
+		}
 		if probed {
 			next := tk.Seq + 1
 			if self.Seq >= next {
@@ -169,6 +180,21 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 			sleep(ctx, 20*time.Millisecond)
 		}
 	}
+}
+
+// renumber moves this site's next write sequence number past p (the
+// progress another site applied of this site's writes).
+func (s *Service) renumber(ctx context.Context, g *shard.Group, k streamKey, p storage.Progress) {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Repair{Repair: &peerv1.RepairRecords{
+		Origins: []*peerv1.RepairProgressMark{{Origin: s.cfg.Site, Seq: p.Seq, Hlc: p.HLC}},
+	}}})
+	if err != nil {
+		s.log.Warn("moving the write sequence past another site's progress failed", "shard", k.sh.String(), "seq", p.Seq, "err", err)
+		return
+	}
+	s.log.Warn("this replica's write sequence was behind another site's progress for it (rebuilt replica); moved past it", "shard", k.sh.String(), "seq", p.Seq)
 }
 
 // readOutbound returns origin's updates from next on (one batch) and the

@@ -203,7 +203,7 @@ func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOption
 	if err := s.cfg.Limits.Key(key); err != nil {
 		return nil, placement.Shard{}, err
 	}
-	if err := s.cfg.Limits.WriteOptions(o, 1); err != nil {
+	if err := s.cfg.Limits.WriteOptions(o, 0); err != nil {
 		return nil, placement.Shard{}, err
 	}
 	sh, err := s.router.Shard(c.Keyspace, key)

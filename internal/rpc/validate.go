@@ -69,8 +69,8 @@ func (l Limits) Value(v []byte) error {
 // maxClientIDBytes bounds RequestID.client_id.
 const maxClientIDBytes = 256
 
-// WriteOptions validates a mutation's options against the keyspace's site
-// count.
+// WriteOptions validates a mutation's options, against the keyspace's site
+// count if it is known (sites > 0; the router checks it otherwise).
 func (l Limits) WriteOptions(o *kvv1.WriteOptions, sites int) error {
 	if o == nil {
 		return nil
@@ -78,7 +78,7 @@ func (l Limits) WriteOptions(o *kvv1.WriteOptions, sites int) error {
 	switch o.Durability {
 	case kvv1.Durability_DURABILITY_UNSPECIFIED, kvv1.Durability_DURABILITY_LOCAL, kvv1.Durability_DURABILITY_ALL:
 	case kvv1.Durability_DURABILITY_SITES:
-		if o.MinSites < 1 || int(o.MinSites) > sites {
+		if o.MinSites < 1 || sites > 0 && int(o.MinSites) > sites {
 			return fmt.Errorf("%w: durability SITES(%d): the keyspace has %d site(s)", ErrBadRequest, o.MinSites, sites)
 		}
 	default:

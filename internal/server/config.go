@@ -78,6 +78,9 @@ type Config struct {
 	// Geo tunes the chains of sites; zero fields take geo.DefaultConfig's
 	// values.
 	Geo geo.Config
+	// ClockSkew shifts this node's physical clock (tests of sites whose
+	// clocks disagree).
+	ClockSkew time.Duration
 	// FixedCluster, if set, gives the cluster configuration instead of
 	// the cluster group (tests of the chains alone).
 	FixedCluster func() (cluster.Config, <-chan struct{})

@@ -165,7 +165,8 @@ func (s *Server) Start() (err error) {
 	if err := s.openStorage(); err != nil {
 		return err
 	}
-	clock := causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) })
+	skew := s.cfg.ClockSkew
+	clock := causal.NewClock(func() uint64 { return uint64(time.Now().Add(skew).UnixMilli()) })
 
 	// Listeners first, so that every address is known (port 0 in tests).
 	if s.peerLn, err = net.Listen("tcp", s.cfg.PeerAddr); err != nil {
