@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,11 +64,21 @@ type writeFlags struct {
 }
 
 func (w *writeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&w.durability, "durability", "local", "acknowledge after: local (this site), sites (--min-sites sites), all (every site)")
+	cmd.Flags().StringVar(&w.durability, "durability", "local", "acknowledge after: local (this site), sites=N (the first N sites of the chain), all (every site of the keyspace)")
 	cmd.Flags().IntVar(&w.minSites, "min-sites", 0, "number of sites for --durability sites")
 }
 
 func (w *writeFlags) options() ([]client.Option, error) {
+	if n, ok := strings.CutPrefix(w.durability, "sites="); ok {
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 1 {
+			return nil, usageErrorf("invalid --durability %q: sites=N needs N >= 1", w.durability)
+		}
+		if w.minSites != 0 && w.minSites != v {
+			return nil, usageErrorf("--durability %s and --min-sites %d disagree", w.durability, w.minSites)
+		}
+		return []client.Option{client.WithMinSites(v)}, nil
+	}
 	switch w.durability {
 	case "local", "":
 		if w.minSites != 0 {
@@ -76,7 +87,7 @@ func (w *writeFlags) options() ([]client.Option, error) {
 		return []client.Option{client.WithDurability(client.DurabilityLocal)}, nil
 	case "sites":
 		if w.minSites < 1 {
-			return nil, usageErrorf("--durability sites needs --min-sites N (N >= 1)")
+			return nil, usageErrorf("--durability sites needs N: --durability sites=N")
 		}
 		return []client.Option{client.WithMinSites(w.minSites)}, nil
 	case "all":
@@ -85,7 +96,7 @@ func (w *writeFlags) options() ([]client.Option, error) {
 		}
 		return []client.Option{client.WithDurability(client.DurabilityAll)}, nil
 	}
-	return nil, usageErrorf("invalid --durability %q: use local, sites or all", w.durability)
+	return nil, usageErrorf("invalid --durability %q: use local, sites=N or all", w.durability)
 }
 
 func readOptions(strong bool) []client.Option {

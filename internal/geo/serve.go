@@ -95,7 +95,7 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	for len(writes) > 0 && writes[0].Seq <= p.Seq {
 		writes = writes[1:] // applied already
 	}
-	n, why := s.depsReady(ctx, sh.Keyspace, writes)
+	n, why := s.depsReady(ctx, sh, u.Origin, writes)
 	cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n]}
 	if n == len(writes) {
 		cmd.ClosedHlc, cmd.ClosedSeq = u.ClosedHlc, u.ClosedSeq
@@ -128,7 +128,8 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 // depsReady returns how many of writes have their dependencies applied at
 // this site, waiting up to DepWait for the first that does not (and why
 // it stopped there).
-func (s *Service) depsReady(ctx context.Context, keyspace string, writes []*peerv1.RemoteWrite) (int, string) {
+func (s *Service) depsReady(ctx context.Context, own placement.Shard, origin string, writes []*peerv1.RemoteWrite) (int, string) {
+	keyspace := own.Keyspace
 	if guards.Off(guards.DependencyWait) {
 		return len(writes), ""
 	}
@@ -157,6 +158,11 @@ func (s *Service) depsReady(ctx context.Context, keyspace string, writes []*peer
 				}
 			}
 			for _, sh := range shards {
+				if sh == own && d.Origin == origin && d.Hlc < w.Hlc {
+					// An earlier write of the same stream: applied before
+					// w, in order.
+					continue
+				}
 				dg := s.host.Group(sh)
 				if dg == nil {
 					if _, ok := s.keyspaceOf(sh.Keyspace); ok {

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+)
+
+// RepairOptions select what Repair compares: every keyspace of the site
+// (Keyspace empty), one keyspace, or one shard of it.
+type RepairOptions struct {
+	Keyspace string
+	// Shard, if not nil, limits the repair to that shard of Keyspace.
+	Shard *uint32
+}
+
+// Repair runs anti-entropy now from the node that serves the call (pin it
+// with WithEndpoint) towards every other site holding the keyspaces: for
+// each shard it leads, it compares digests with each other site and sends
+// the newest versions of what differs. progress is called after each
+// shard and site. Shards the node does not lead are reported with an
+// error naming why; run the repair on every node of the site to cover all.
+func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*adminv1.RepairProgress), opts ...Option) error {
+	if ro.Shard != nil && ro.Keyspace == "" {
+		return errors.New("client: repair: a shard needs its keyspace")
+	}
+	o := c.options(opts)
+	req := &adminv1.RepairRequest{Keyspace: ro.Keyspace}
+	if ro.Shard != nil {
+		req.HasShard, req.Shard = true, *ro.Shard
+	}
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) error {
+		stream, err := adminv1.NewGeoClient(c.conns[ep]).Repair(ctx, req)
+		if err != nil {
+			return err
+		}
+		for {
+			p, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if progress != nil {
+				progress(p)
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("client: repair: %w", err)
+	}
+	return nil
+}
