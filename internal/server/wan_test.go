@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -42,13 +43,19 @@ func (f *fixedConfig) config() (cluster.Config, <-chan struct{}) {
 	return f.cfg, f.changed
 }
 
-// add records a started node and signals the change.
+// add records a started node and signals the change. Copies handed out
+// before stay as they were.
 func (f *fixedConfig) add(s *Server) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cfg.Version++
-	f.cfg.Sites[s.cfg.Site].Nodes[s.cfg.NodeID] = cluster.Node{ID: s.cfg.NodeID, Site: s.cfg.Site,
+	sites := maps.Clone(f.cfg.Sites)
+	st := sites[s.cfg.Site]
+	st.Nodes = maps.Clone(st.Nodes)
+	st.Nodes[s.cfg.NodeID] = cluster.Node{ID: s.cfg.NodeID, Site: s.cfg.Site,
 		PeerAddr: s.PeerAddr(), ClientAddr: s.ClientAddr(), GossipAddr: s.members.Local().GossipAddr}
+	sites[s.cfg.Site] = st
+	f.cfg.Version++
+	f.cfg.Sites = sites
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
