@@ -63,11 +63,30 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		{"--client-addr", "nope"},
 		{"--recover-catalog", "n1"},
 		{"--recover-catalog", "n2,Bad Id"},
+		{"--simulate-wan", "s1-s2=fast"},
 	} {
 		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "invalid configuration") {
 			t.Errorf("run(%q) = %v", args, err)
 		}
+	}
+}
+
+func TestParseFaultFlags(t *testing.T) {
+	cfg, _, err := parse([]string{"--simulate-wan", "s1-s2=50ms±5ms,*=40ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SimulateWAN != "s1-s2=50ms±5ms,*=40ms" || cfg.DebugFaults {
+		t.Fatalf("--simulate-wan: %q, debug faults %v", cfg.SimulateWAN, cfg.DebugFaults)
+	}
+	t.Setenv("CAUSEWAY_SIMULATE_WAN", "*=10ms")
+	t.Setenv("CAUSEWAY_DEBUG_FAULTS", "true")
+	if cfg, _, err = parse(nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SimulateWAN != "*=10ms" || !cfg.DebugFaults {
+		t.Fatalf("from the environment: %q, debug faults %v", cfg.SimulateWAN, cfg.DebugFaults)
 	}
 }
 

@@ -151,6 +151,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.nodeCommand(),
 		a.shardCommand(),
 		a.adminCommand(),
+		a.debugCommand(),
 	)
 	return root
 }

@@ -23,6 +23,12 @@ import (
 // it, with a session file in the temporary directory.
 func startServer(t *testing.T) (run func(stdin string, args ...string) result, sessionFile string) {
 	t.Helper()
+	return startServerWith(t, nil)
+}
+
+// startServerWith is startServer with mutate applied to the configuration.
+func startServerWith(t *testing.T, mutate func(*server.Config)) (run func(stdin string, args ...string) result, sessionFile string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
@@ -36,6 +42,9 @@ func startServer(t *testing.T) (run func(stdin string, args ...string) result, s
 	cfg.GossipProfile = "local"
 	cfg.Shards = 4
 	cfg.NoSync = true
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ func (c *conn) inRule() (Rule, <-chan struct{}) { return c.h.net.ruleFrom(c.addr
 // due returns when a message sent now under r is delivered.
 func (c *conn) due(r Rule) time.Time {
 	d, lost := c.h.net.delay(r)
+	c.h.count(c.addr, r, d, lost)
 	if lost {
 		d += c.h.net.cfg.RetransmitDelay
 	}

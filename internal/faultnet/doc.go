@@ -28,6 +28,18 @@
 //     the link heals; what was written meanwhile is delivered then, as TCP
 //     retransmits it. One-way partitions cut one direction only.
 //
+// Two more inputs shape a message's rule. A simulated WAN (ParseWAN,
+// Net.SetWAN; kvd --simulate-wan) adds a delay to every message between
+// nodes of two different sites, resolved per site pair as nodes register,
+// and none inside a site. A node can be cut off from a whole site
+// (Net.IsolateFromSite; kvctl debug partition), which makes every link
+// between it and that site's nodes down both ways until HealIsolation.
+// Both are for tests and demonstrations only.
+//
+// A Host reports causeway_faultnet_messages_total{site,fault}, the
+// messages to and from each remote site that were delayed, dropped
+// (lost) or cut (partition), and causeway_faultnet_partitioned{site}.
+//
 // A stream connection is wrapped on the dialing side only: the dialer's
 // Host applies the rule from itself to the peer to what it writes and the
 // rule from the peer to itself to what it reads, so each direction is

@@ -21,7 +21,39 @@ type Host struct {
 // Host returns the Host of endpoint self. reg, if not nil, receives its
 // metrics.
 func (n *Net) Host(self Endpoint, reg prometheus.Registerer) *Host {
-	return &Host{net: n, self: self, metrics: newMetrics(reg)}
+	h := &Host{net: n, self: self, metrics: newMetrics(reg)}
+	if reg != nil {
+		reg.MustRegister(partitionCollector{h})
+	}
+	return h
+}
+
+// IsolateFromSite cuts both directions between this node and every node
+// of site.
+func (h *Host) IsolateFromSite(site string) { h.net.IsolateFromSite(h.self, site) }
+
+// HealIsolation undoes every IsolateFromSite of this node.
+func (h *Host) HealIsolation() { h.net.HealIsolation(h.self) }
+
+// IsolatedSites returns the sites this node is cut off from, sorted.
+func (h *Host) IsolatedSites() []string { return h.net.IsolatedSites(h.self) }
+
+// Self returns the Host's endpoint.
+func (h *Host) Self() Endpoint { return h.self }
+
+// count records a message to or from the node at addr that r faulted:
+// cut (the link is down), dropped (lost) or delayed.
+func (h *Host) count(addr string, r Rule, d time.Duration, lost bool) {
+	fault := faultDelayed
+	switch {
+	case r.Down:
+		fault = faultCut
+	case lost:
+		fault = faultDropped
+	case d <= 0:
+		return
+	}
+	h.metrics.messages.WithLabelValues(h.net.siteOf(addr), fault).Inc()
 }
 
 // Register records that this Host listens on addr.
@@ -51,6 +83,7 @@ func (h *Host) dialable(addr string) error {
 	in, _ := h.net.ruleFrom(addr, h.self)
 	if out.Down || in.Down {
 		h.metrics.refusedDials.Inc()
+		h.count(addr, Rule{Down: true}, 0, false)
 		return fmt.Errorf("%w: %s to %s", ErrPartitioned, h.self, addr)
 	}
 	return nil
@@ -88,6 +121,7 @@ func (t *gossipTransport) WriteToAddress(b []byte, addr memberlist.Address) (tim
 		return t.NodeAwareTransport.WriteToAddress(b, addr)
 	}
 	d, lost := t.h.net.delay(r)
+	t.h.count(addr.Addr, r, d, lost)
 	if r.Down || lost {
 		t.h.metrics.droppedPackets.Inc()
 		return time.Now(), nil
@@ -115,7 +149,15 @@ func (t *gossipTransport) DialAddressTimeout(addr memberlist.Address, timeout ti
 	return t.h.Wrap(c, addr.Addr), nil
 }
 
+// The fault label values of causeway_faultnet_messages_total.
+const (
+	faultDelayed = "delayed"
+	faultDropped = "dropped"
+	faultCut     = "cut"
+)
+
 type metrics struct {
+	messages       *prometheus.CounterVec
 	droppedPackets prometheus.Counter
 	delayedPackets prometheus.Counter
 	refusedDials   prometheus.Counter
@@ -124,6 +166,9 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "causeway", Subsystem: "faultnet", Name: "messages_total",
+			Help: "Messages (packets, stream writes and reads, dials) to and from a remote site that a simulated fault delayed, dropped (lost) or cut (partition)."},
+			[]string{"site", "fault"}),
 		droppedPackets: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "causeway", Subsystem: "faultnet", Name: "dropped_packets_total",
 			Help: "Gossip packets dropped by a simulated partition or loss."}),
 		delayedPackets: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "causeway", Subsystem: "faultnet", Name: "delayed_packets_total",
@@ -134,7 +179,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Stream writes delayed, retransmitted or held by a simulated fault."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.droppedPackets, m.delayedPackets, m.refusedDials, m.heldWrites)
+		reg.MustRegister(m.messages, m.droppedPackets, m.delayedPackets, m.refusedDials, m.heldWrites)
 	}
 	return m
+}
+
+var partitionedDesc = prometheus.NewDesc("causeway_faultnet_partitioned",
+	"1 while the node is cut off from every node of the site (kvctl debug partition), else 0.", []string{"site"}, nil)
+
+// partitionCollector reports causeway_faultnet_partitioned of a Host:
+// one series per known site other than its own.
+type partitionCollector struct{ h *Host }
+
+// Describe implements prometheus.Collector.
+func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- partitionedDesc }
+
+// Collect implements prometheus.Collector.
+func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	sites, cut := c.h.net.sites(), map[string]bool{}
+	for _, s := range c.h.IsolatedSites() {
+		sites[s], cut[s] = true, true
+	}
+	for s := range sites {
+		if s == c.h.self.Site {
+			continue
+		}
+		v := 0.0
+		if cut[s] {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(partitionedDesc, prometheus.GaugeValue, v, s)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -91,7 +92,9 @@ type Net struct {
 		addrs   map[string]Endpoint
 		nodes   map[pair[Endpoint]]Rule
 		sites   map[pair[string]]Rule
-		changed chan struct{} // closed and replaced whenever a rule changes
+		wan     WAN                          // delays between different sites
+		cuts    map[Endpoint]map[string]bool // node -> sites it is cut off from, both ways
+		changed chan struct{}                // closed and replaced whenever a rule changes
 	}
 }
 
@@ -111,6 +114,7 @@ func New(cfg Config) *Net {
 	n.mu.addrs = map[string]Endpoint{}
 	n.mu.nodes = map[pair[Endpoint]]Rule{}
 	n.mu.sites = map[pair[string]]Rule{}
+	n.mu.cuts = map[Endpoint]map[string]bool{}
 	n.mu.changed = make(chan struct{})
 	return n
 }
@@ -199,12 +203,68 @@ func (n *Net) DelaySites(from, to string, d, jitter time.Duration) {
 	n.UpdateSiteRule(from, to, func(r *Rule) { r.Delay, r.Jitter = d, jitter })
 }
 
-// Heal clears every rule: all links are healthy again.
+// SetWAN makes w the delay of every message between nodes of two
+// different sites, on top of the other rules; traffic inside a site gets
+// none. It applies to sites as their nodes register, so it can be set
+// before the cluster is known. The zero WAN removes it.
+func (n *Net) SetWAN(w WAN) {
+	n.update(func() { n.mu.wan = w })
+}
+
+// IsolateFromSite cuts both directions between self and every node of
+// site, including nodes that register later.
+func (n *Net) IsolateFromSite(self Endpoint, site string) {
+	n.update(func() {
+		if n.mu.cuts[self] == nil {
+			n.mu.cuts[self] = map[string]bool{}
+		}
+		n.mu.cuts[self][site] = true
+	})
+}
+
+// HealIsolation undoes every IsolateFromSite of self.
+func (n *Net) HealIsolation(self Endpoint) {
+	n.update(func() { delete(n.mu.cuts, self) })
+}
+
+// IsolatedSites returns the sites self is cut off from, sorted.
+func (n *Net) IsolatedSites(self Endpoint) []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]string, 0, len(n.mu.cuts[self]))
+	for site := range n.mu.cuts[self] {
+		out = append(out, site)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Heal clears every rule and every isolation from a site: all links are
+// healthy again. The simulated WAN stays.
 func (n *Net) Heal() {
 	n.update(func() {
 		clear(n.mu.nodes)
 		clear(n.mu.sites)
+		clear(n.mu.cuts)
 	})
+}
+
+// siteOf returns the site of the node at addr ("" if not registered).
+func (n *Net) siteOf(addr string) string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.mu.addrs[addr].Site
+}
+
+// sites returns the sites of the registered endpoints.
+func (n *Net) sites() map[string]bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := map[string]bool{}
+	for _, ep := range n.mu.addrs {
+		out[ep.Site] = true
+	}
+	return out
 }
 
 // Endpoints returns the registered endpoints.
@@ -265,7 +325,14 @@ func (n *Net) ruleFrom(addr string, to Endpoint) (Rule, <-chan struct{}) {
 
 // REQUIRES: n.mu
 func (n *Net) ruleLocked(from, to Endpoint) Rule {
-	return n.mu.nodes[pair[Endpoint]{from, to}].combine(n.mu.sites[pair[string]{from.Site, to.Site}])
+	r := n.mu.nodes[pair[Endpoint]{from, to}].combine(n.mu.sites[pair[string]{from.Site, to.Site}])
+	if from.Site != to.Site {
+		r = r.combine(n.mu.wan.Rule(from.Site, to.Site))
+		if n.mu.cuts[from][to.Site] || n.mu.cuts[to][from.Site] {
+			r.Down = true
+		}
+	}
+	return r
 }
 
 // delay draws the delay of one message under r, and whether it is lost.

@@ -1,5 +1,14 @@
 package rpc
 
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+)
+
 // SiteFaults drops a node's traffic to and from whole sites (kvctl debug
 // partition / heal; test and demo only).
 type SiteFaults interface {
@@ -8,4 +17,31 @@ type SiteFaults interface {
 	PartitionSite(site string) ([]string, error)
 	// Heal undoes every PartitionSite.
 	Heal()
+}
+
+// errNoFaults answers the debug commands of a node without a fault layer.
+var errNoFaults = status.Error(codes.FailedPrecondition, "start kvd with --debug-faults (test and demo only)")
+
+// DebugPartition implements adminv1.GeoServer.
+func (g *Geo) DebugPartition(_ context.Context, req *adminv1.DebugPartitionRequest) (*adminv1.DebugPartitionResponse, error) {
+	if g.deps.Faults == nil {
+		return nil, errNoFaults
+	}
+	if req.Site == "" {
+		return nil, status.Error(codes.InvalidArgument, "site is required")
+	}
+	sites, err := g.deps.Faults.PartitionSite(req.Site)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &adminv1.DebugPartitionResponse{PartitionedSites: sites}, nil
+}
+
+// DebugHeal implements adminv1.GeoServer.
+func (g *Geo) DebugHeal(context.Context, *adminv1.DebugHealRequest) (*adminv1.DebugHealResponse, error) {
+	if g.deps.Faults == nil {
+		return nil, errNoFaults
+	}
+	g.deps.Faults.Heal()
+	return &adminv1.DebugHealResponse{}, nil
 }

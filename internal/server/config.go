@@ -60,6 +60,13 @@ type Config struct {
 	// Faults, if set, injects the network faults of its rules into all
 	// traffic between nodes (tests; the simulated wide-area network).
 	Faults *faultnet.Net
+	// SimulateWAN, if not empty, delays every message between this node
+	// and nodes of other sites (kvd --simulate-wan, faultnet.ParseWAN's
+	// syntax, one way: "s1-s2=50ms±5ms,*=40ms"). Test and demo only.
+	SimulateWAN string
+	// DebugFaults enables kvctl debug partition and heal on this node
+	// (kvd --debug-faults). Test and demo only.
+	DebugFaults bool
 	// BootID identifies the machine's current boot; empty means read it
 	// from the kernel. (Tests set it to simulate a reboot.)
 	BootID string
@@ -142,6 +149,11 @@ func (c Config) Validate() error {
 	}
 	if c.CausalWait <= 0 {
 		errs = append(errs, errors.New("causal wait must be positive"))
+	}
+	if c.SimulateWAN != "" {
+		if _, err := faultnet.ParseWAN(c.SimulateWAN); err != nil {
+			errs = append(errs, fmt.Errorf("simulate wan: %w", err))
+		}
 	}
 	for _, id := range c.RecoverCatalog {
 		if !storage.ValidSiteName(id) || id == c.NodeID {

@@ -32,7 +32,7 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 	s.geo = geo.New(gcfg, s.host, s.router, s.clusterConfig, s.pool, s.log.With("component", "geo"), geo.NewMetrics(s.reg))
 	s.router.SetDurability(s.geo)
 	peerv1.RegisterChainServer(s.peer, s.geo)
-	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Chain: geo.Status{S: s.geo}}, m))
+	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults()}, m))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.geoStop, s.geoDone = cancel, make(chan struct{})
 	go func() {

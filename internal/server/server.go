@@ -80,6 +80,7 @@ type Server struct {
 	hostDone                 chan struct{}
 	geoStop                  context.CancelFunc
 	geoDone                  chan struct{}
+	wan                      wanState // the fault layer of --simulate-wan and --debug-faults (wan.go)
 	wg                       sync.WaitGroup
 	stopOnce                 sync.Once
 
@@ -195,12 +196,16 @@ func (s *Server) Start() (err error) {
 			MinConnectTimeout: tcfg.DialTimeout,
 		}),
 	}
+	if err := s.initFaults(); err != nil {
+		return err
+	}
 	var faults *faultnet.Host
 	if s.cfg.Faults != nil {
 		// Every connection and packet to another node goes through the
 		// fault layer: raft, peer RPCs, forwarded requests, gossip.
 		faults = s.cfg.Faults.Host(faultnet.Endpoint{Site: s.cfg.Site, Node: s.cfg.NodeID}, s.reg)
 		faults.Register(peerAddr)
+		s.wan.host = faults
 		tcfg.Dial = faults.Dial
 		poolOpts = append(poolOpts, grpc.WithContextDialer(faults.Dial))
 	}
@@ -284,6 +289,7 @@ func (s *Server) Start() (err error) {
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)
 	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
+	s.startWAN()
 	s.startGeo(m)
 
 	mux := http.NewServeMux()
