@@ -59,7 +59,7 @@ func endpointsError[T any](rs []nodeResult[T]) error {
 }
 
 func (a *app) clusterCommand() *cobra.Command {
-	return groupCommand("cluster", "Inspect the cluster", a.clusterStatusCommand(), a.clusterMembersCommand(), a.clusterShardsCommand())
+	return groupCommand("cluster", "Inspect the cluster", a.clusterStatusCommand(), a.clusterMembersCommand(), a.clusterShardsCommand(), a.clusterSitesCommand())
 }
 
 type jsonShard struct {
