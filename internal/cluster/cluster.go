@@ -250,6 +250,11 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
 		}
 		return decodeConfig(resp.Config)
 	}
+	// The cluster's first node registers before any other, so that its
+	// site comes first in the join order.
+	if err := c.registerSelf(ctx); err != nil {
+		return Config{}, err
+	}
 	// The leader's loop adds the node to the group's membership: a new
 	// voter counts towards commits at once, and the joining node may not
 	// serve its raft traffic before this call returns.
@@ -364,19 +369,26 @@ func (c *Cluster) leaderLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cfg, err := c.fsm.config()
-		if _, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]; err == nil && !ok {
-			self := c.opts.Self
-			cfg, err = c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards})
-		}
+		err := c.registerSelf(ctx)
 		if err == nil {
-			err = c.reconcile(cfg)
+			err = c.reconcile(c.fsm.config())
 		}
 		if err != nil && !errors.Is(err, ErrNoLeader) {
 			c.log.Warn("cluster configuration leader round", "err", err)
 		}
 		cancel()
 	}
+}
+
+// registerSelf registers this node (leader only) unless it is registered.
+func (c *Cluster) registerSelf(ctx context.Context) error {
+	cfg := c.fsm.config()
+	if _, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]; ok {
+		return nil
+	}
+	self := c.opts.Self
+	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards})
+	return err
 }
 
 // reconcile adds the nodes of cfg that are not members of the group yet:
@@ -528,10 +540,10 @@ type fsm struct {
 	onChange func(Config)
 }
 
-func (f *fsm) config() (Config, error) {
+func (f *fsm) config() Config {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.cfg.Clone(), nil
+	return f.cfg.Clone()
 }
 
 func (f *fsm) Apply(l *raft.Log) interface{} {

@@ -44,6 +44,9 @@ func NewSites(t testing.TB, opts SitesOptions) *Sites {
 	if opts.NodesPerSite < 1 {
 		opts.NodesPerSite = 1
 	}
+	// The nodes stop before their directories are removed (cleanups run
+	// last first).
+	_ = t.TempDir()
 	s := &Sites{t: t, Net: faultnet.New(faultnet.DefaultConfig(11)), Order: append([]string(nil), opts.Sites...), sites: map[string]*Cluster{}}
 	var seed string
 	for _, name := range opts.Sites {
