@@ -41,6 +41,7 @@ type Client struct {
 	conns  []*grpc.ClientConn
 	kv     []kvv1.KVClient
 	admin  []adminv1.AdminClient
+	geo    []adminv1.GeoClient
 	cur    atomic.Int64  // index of the endpoint calls go to
 	seq    atomic.Uint64 // last request id sequence number
 	closed atomic.Bool
@@ -103,6 +104,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.conns = append(c.conns, conn)
 		c.kv = append(c.kv, kvv1.NewKVClient(conn))
 		c.admin = append(c.admin, adminv1.NewAdminClient(conn))
+		c.geo = append(c.geo, adminv1.NewGeoClient(conn))
 	}
 	if !cfg.DisableLeaderRouting {
 		c.routes = newRouter(cfg.RouteRefresh, func(addr string) (kvv1.KVClient, *grpc.ClientConn, error) {

@@ -69,6 +69,7 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "host:port for node-to-node traffic: raft, forwarding (reachable by the site's other nodes)")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "IP:port for membership gossip, UDP and TCP")
 	join := fs.String("join", "", "comma-separated gossip addresses of nodes of the site to join; empty starts a new site")
+	joinCluster := fs.String("join-cluster", "", "comma-separated peer addresses of nodes of any site of the cluster to join (the first node of a new site); empty with an empty --join starts a new cluster")
 	recoverCatalog := fs.String("recover-catalog", "", "comma-separated ids of the site catalog's voters lost for good: this node becomes the catalog's only voter (loses what they committed without it; see docs/operations.md)")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of each shard inside the site (fewer while the site is smaller)")
 	fs.DurationVar(&cfg.DeadGrace, "dead-grace", cfg.DeadGrace, "how long a node may be unreachable before its replicas are re-created elsewhere")
@@ -104,6 +105,9 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
+	}
+	if *joinCluster != "" {
+		cfg.JoinCluster = strings.Split(*joinCluster, ",")
 	}
 	if *recoverCatalog != "" {
 		for _, id := range strings.Split(*recoverCatalog, ",") {

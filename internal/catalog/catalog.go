@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -39,7 +40,8 @@ type Config struct {
 	SnapshotDir string
 	// FS is the file system of SnapshotDir; nil means the real one.
 	FS vfs.FS
-	// Keyspaces to place, with their shard counts.
+	// Keyspaces to place, with their shard counts, at Open; SetKeyspaces
+	// changes them later.
 	Keyspaces map[string]uint32
 	// Replicas is R, the replicas per shard (fewer while the site is smaller).
 	Replicas int
@@ -166,13 +168,16 @@ type Catalog struct {
 	store     storage.GroupStore
 	gen       atomic.Uint64 // generation of this replica
 	staleOnce sync.Once
+
+	ksMu      sync.Mutex
+	keyspaces map[string]uint32 // REQUIRES: ksMu
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
 // no state is created with this node as its only voter (the first node of a
 // new site); otherwise a new replica waits to be added by the leader.
 func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
-	c := &Catalog{cfg: cfg, deps: deps, fsm: newFSM(), log: deps.Logger.With("group", GroupName), stop: make(chan struct{})}
+	c := &Catalog{cfg: cfg, deps: deps, fsm: newFSM(), log: deps.Logger.With("group", GroupName), stop: make(chan struct{}), keyspaces: maps.Clone(cfg.Keyspaces)}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
@@ -406,16 +411,35 @@ func votersToPromote(voters, candidates, limit int) int {
 	return n
 }
 
+// SetKeyspaces changes the keyspaces the site places (name → shard
+// count): the leader adds the shards of a new keyspace to the map, each on
+// one live node first, then grows them like any other shard. Shards of a
+// keyspace no longer listed keep their replicas (the site stops serving
+// them; their data stays).
+func (c *Catalog) SetKeyspaces(ks map[string]uint32) {
+	c.ksMu.Lock()
+	defer c.ksMu.Unlock()
+	c.keyspaces = maps.Clone(ks)
+}
+
+// Keyspaces returns the keyspaces the site places.
+func (c *Catalog) Keyspaces() map[string]uint32 {
+	c.ksMu.Lock()
+	defer c.ksMu.Unlock()
+	return maps.Clone(c.keyspaces)
+}
+
 // shards lists every shard of the configured keyspaces.
 func (c *Catalog) shards() []placement.Shard {
 	var out []placement.Shard
-	names := make([]string, 0, len(c.cfg.Keyspaces))
-	for ks := range c.cfg.Keyspaces {
+	keyspaces := c.Keyspaces()
+	names := make([]string, 0, len(keyspaces))
+	for ks := range keyspaces {
 		names = append(names, ks)
 	}
 	sort.Strings(names)
 	for _, ks := range names {
-		for i := uint32(0); i < c.cfg.Keyspaces[ks]; i++ {
+		for i := uint32(0); i < keyspaces[ks]; i++ {
 			out = append(out, placement.Shard{Keyspace: ks, ID: i})
 		}
 	}
@@ -492,6 +516,15 @@ func (c *Catalog) lead(ctx context.Context) error {
 			live = append(live, placement.NodeID(id))
 		}
 	}
+	var up []placement.NodeID // alive and not draining: where new shards start
+	for id, n := range st.Nodes {
+		if aliveSet[id] && !n.Draining {
+			up = append(up, placement.NodeID(id))
+		}
+	}
+	if err := c.addShards(ctx, st.Map, up); err != nil {
+		return err
+	}
 	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
 		return c.balanceLeaders(ctx, st, live)
@@ -514,6 +547,27 @@ func (c *Catalog) lead(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// addShards puts the shards of the keyspaces that are not in the map yet
+// into it, each with one voter on one of the nodes up (its replica bootstraps the
+// group); the planner then adds the other replicas.
+func (c *Catalog) addShards(ctx context.Context, m placement.Map, up []placement.NodeID) error {
+	var missing []placement.Shard
+	for _, sh := range c.shards() {
+		if _, ok := m.Shards[sh]; !ok {
+			missing = append(missing, sh)
+		}
+	}
+	if len(missing) == 0 || len(up) == 0 {
+		return nil
+	}
+	b, err := placement.NewMap(placement.Assign(missing, up, 1)).Marshal()
+	if err != nil {
+		return err
+	}
+	c.log.Info("adding shards to the placement map", "shards", len(missing), "first", missing[0].String())
+	return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_AddShards{AddShards: b}})
 }
 
 // balanceLeaders moves shard leadership toward placement.PreferredLeaders

@@ -24,6 +24,9 @@ var (
 	ErrStaleEpoch = errors.New("catalog: stale placement epoch")
 	// ErrAlreadyInitialized: the placement map exists already.
 	ErrAlreadyInitialized = errors.New("catalog: placement already initialized")
+	// ErrNotInitialized: shards are added to a placement map that does
+	// not exist yet.
+	ErrNotInitialized = errors.New("catalog: placement not initialized")
 	// ErrUnknownCommand: a committed command this build cannot interpret.
 	ErrUnknownCommand = errors.New("catalog: unknown command")
 	// ErrStaleGeneration: a recovery step names another generation of its
@@ -137,6 +140,25 @@ func (f *fsm) applyLocked(cmd *peerv1.CatalogCommand) error {
 		n := f.state.Nodes[op.Node.NodeId]
 		n.ID, n.PeerAddr, n.ClientAddr = op.Node.NodeId, op.Node.PeerAddr, op.Node.ClientAddr
 		f.state.Nodes[n.ID] = n
+	case *peerv1.CatalogCommand_AddShards:
+		if len(f.state.Map.Shards) == 0 {
+			return ErrNotInitialized
+		}
+		m, err := placement.UnmarshalMap(op.AddShards)
+		if err != nil {
+			return err
+		}
+		added := false
+		for sh, reps := range m.Shards {
+			if _, ok := f.state.Map.Shards[sh]; ok || len(reps) == 0 {
+				continue
+			}
+			f.state.Map.Shards[sh] = reps
+			added = true
+		}
+		if added {
+			f.state.Map.Epoch++
+		}
 	case *peerv1.CatalogCommand_Drain:
 		n, ok := f.state.Nodes[op.Drain.NodeId]
 		if !ok {

@@ -148,6 +148,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.casCommand(),
 		a.historyCommand(),
 		a.clusterCommand(),
+		a.keyspaceCommand(),
 		a.nodeCommand(),
 		a.shardCommand(),
 		a.adminCommand(),

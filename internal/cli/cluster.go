@@ -59,7 +59,7 @@ func endpointsError[T any](rs []nodeResult[T]) error {
 }
 
 func (a *app) clusterCommand() *cobra.Command {
-	return groupCommand("cluster", "Inspect the cluster", a.clusterStatusCommand(), a.clusterMembersCommand(), a.clusterShardsCommand(), a.clusterRepairCommand())
+	return groupCommand("cluster", "Inspect the cluster", a.clusterStatusCommand(), a.clusterMembersCommand(), a.clusterShardsCommand(), a.clusterSitesCommand(), a.clusterRepairCommand())
 }
 
 type jsonShard struct {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -14,8 +16,20 @@ import (
 	"github.com/causeway-db/causeway/internal/shard"
 )
 
-// ErrUnknownKeyspace is returned for a keyspace this site does not hold.
-var ErrUnknownKeyspace = errors.New("router: unknown keyspace")
+var (
+	// ErrUnknownKeyspace is returned for a keyspace no site holds.
+	ErrUnknownKeyspace = errors.New("router: unknown keyspace")
+	// ErrKeyspaceElsewhere is returned for a keyspace that other sites
+	// hold and this one does not; the message names those sites.
+	ErrKeyspaceElsewhere = errors.New("router: keyspace not held by this site")
+)
+
+// keyspaceSet is what the router knows of the keyspaces: the shard
+// counts of those this site holds, and the holders of the others.
+type keyspaceSet struct {
+	held      map[string]uint32
+	elsewhere map[string][]string
+}
 
 // Local gives access to this node's replicas.
 type Local interface {
@@ -64,7 +78,7 @@ func (c *Config) fill() {
 // Router is safe for concurrent use.
 type Router struct {
 	cfg       Config
-	keyspaces map[string]uint32
+	keyspaces atomic.Pointer[keyspaceSet]
 	local     Local
 	catalog   Catalog
 	pool      *peer.Pool
@@ -90,23 +104,52 @@ func New(cfg Config, keyspaces map[string]uint32, local Local, cat Catalog, pool
 	if clock == nil {
 		clock = causal.NewClock(nil)
 	}
-	return &Router{cfg: cfg, keyspaces: keyspaces, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m}
+	rt := &Router{cfg: cfg, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m}
+	rt.SetKeyspaces(keyspaces, nil)
+	return rt
+}
+
+// SetKeyspaces replaces the keyspaces the router serves (name → shard
+// count); elsewhere names, for keyspaces this site does not hold, the
+// sites that hold them, so that requests for them fail naming those
+// sites.
+func (r *Router) SetKeyspaces(held map[string]uint32, elsewhere map[string][]string) {
+	ks := &keyspaceSet{held: make(map[string]uint32, len(held)), elsewhere: make(map[string][]string, len(elsewhere))}
+	for k, v := range held {
+		ks.held[k] = v
+	}
+	for k, v := range elsewhere {
+		ks.elsewhere[k] = append([]string(nil), v...)
+	}
+	r.keyspaces.Store(ks)
+}
+
+// shardCount returns the shard count of a keyspace this site holds.
+func (r *Router) shardCount(keyspace string) (uint32, error) {
+	ks := r.keyspaces.Load()
+	if n, ok := ks.held[keyspace]; ok {
+		return n, nil
+	}
+	if sites, ok := ks.elsewhere[keyspace]; ok {
+		return 0, fmt.Errorf("%w: keyspace %q is held by sites %s, not by site %s", ErrKeyspaceElsewhere, keyspace, strings.Join(sites, ", "), r.cfg.Site)
+	}
+	return 0, fmt.Errorf("%w %q", ErrUnknownKeyspace, keyspace)
 }
 
 // Shard returns the shard of key.
 func (r *Router) Shard(keyspace string, key []byte) (placement.Shard, error) {
-	n, ok := r.keyspaces[keyspace]
-	if !ok {
-		return placement.Shard{}, fmt.Errorf("%w %q", ErrUnknownKeyspace, keyspace)
+	n, err := r.shardCount(keyspace)
+	if err != nil {
+		return placement.Shard{}, err
 	}
 	return placement.Shard{Keyspace: keyspace, ID: placement.ShardOf(key, n)}, nil
 }
 
 // Shards returns every shard of keyspace, in order.
 func (r *Router) Shards(keyspace string) ([]placement.Shard, error) {
-	n, ok := r.keyspaces[keyspace]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownKeyspace, keyspace)
+	n, err := r.shardCount(keyspace)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]placement.Shard, n)
 	for i := range out {
@@ -141,8 +184,9 @@ func (r *Router) Replicas(s placement.Shard) ([]catalog.Node, uint64) {
 
 // Keyspaces lists the keyspaces, sorted.
 func (r *Router) Keyspaces() []string {
-	out := make([]string, 0, len(r.keyspaces))
-	for k := range r.keyspaces {
+	held := r.keyspaces.Load().held
+	out := make([]string, 0, len(held))
+	for k := range held {
 		out = append(out, k)
 	}
 	sort.Strings(out)

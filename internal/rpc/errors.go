@@ -9,6 +9,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -27,6 +28,11 @@ var codeTable = []struct {
 	{ErrBadContinuation, codes.InvalidArgument},
 	{causal.ErrMalformedToken, codes.InvalidArgument},
 	{router.ErrUnknownKeyspace, codes.NotFound},
+	{router.ErrKeyspaceElsewhere, codes.FailedPrecondition},
+	{cluster.ErrExists, codes.AlreadyExists},
+	{cluster.ErrNotFound, codes.NotFound},
+	{cluster.ErrInvalid, codes.InvalidArgument},
+	{cluster.ErrNoLeader, codes.Unavailable},
 	{fsm.ErrVersionMismatch, codes.FailedPrecondition},
 	{fsm.ErrKeyExists, codes.AlreadyExists},
 	{fsm.ErrKeyNotFound, codes.NotFound},

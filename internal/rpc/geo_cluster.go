@@ -2,7 +2,12 @@ package rpc
 
 import (
 	"context"
+	"sort"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
 )
 
@@ -15,4 +20,101 @@ type ClusterConfig interface {
 	// its leader and return the configuration after the change.
 	CreateKeyspace(ctx context.Context, ks cluster.Keyspace) (cluster.Config, error)
 	SetKeyspaceSites(ctx context.Context, name string, sites []string) (cluster.Config, error)
+}
+
+// Sites implements adminv1.GeoServer.
+func (g *Geo) Sites(context.Context, *adminv1.SitesRequest) (*adminv1.SitesResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+	}
+	cfg, _ := g.deps.Cluster.Config()
+	resp := &adminv1.SitesResponse{LocalSite: g.deps.Site, ConfigVersion: cfg.Version}
+	if l, ok := g.deps.Cluster.(interface{ Leader() (string, string) }); ok {
+		resp.ConfigLeader, _ = l.Leader()
+	}
+	for _, name := range cfg.SiteNames() {
+		info := &adminv1.SiteInfo{Name: name, State: "local"}
+		var lag SiteLag
+		if name != g.deps.Site {
+			lag = SiteLag{State: "unknown"}
+			if g.deps.Chain != nil {
+				lag = g.deps.Chain.Lag(name)
+			}
+			info.State = lag.State
+		}
+		info.RttSeconds, info.LagSeconds, info.LagEntries = lag.RTTSeconds, lag.LagSeconds, lag.LagEntries
+		for _, n := range cfg.Nodes(name) {
+			if n.Voter {
+				info.Voter = true
+			}
+			alive := name == g.deps.Site || lag.State == "up"
+			info.Nodes = append(info.Nodes, &adminv1.SiteNode{Id: n.ID, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr, Alive: alive})
+		}
+		resp.Sites = append(resp.Sites, info)
+	}
+	return resp, nil
+}
+
+// CreateKeyspace implements adminv1.GeoServer.
+func (g *Geo) CreateKeyspace(ctx context.Context, req *adminv1.CreateKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+	}
+	cfg, err := g.deps.Cluster.CreateKeyspace(ctx, cluster.Keyspace{Name: req.Name, Shards: req.Shards, Sites: req.Sites})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return keyspaceResponse(cfg, req.Name)
+}
+
+// ListKeyspaces implements adminv1.GeoServer.
+func (g *Geo) ListKeyspaces(context.Context, *adminv1.ListKeyspacesRequest) (*adminv1.ListKeyspacesResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+	}
+	cfg, _ := g.deps.Cluster.Config()
+	names := make([]string, 0, len(cfg.Keyspaces))
+	for name := range cfg.Keyspaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	resp := &adminv1.ListKeyspacesResponse{ConfigVersion: cfg.Version}
+	for _, name := range names {
+		ks, _ := cfg.Keyspace(name)
+		resp.Keyspaces = append(resp.Keyspaces, keyspaceProto(ks))
+	}
+	return resp, nil
+}
+
+// GetKeyspace implements adminv1.GeoServer.
+func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+	}
+	cfg, _ := g.deps.Cluster.Config()
+	return keyspaceResponse(cfg, req.Name)
+}
+
+// SetKeyspaceSites implements adminv1.GeoServer.
+func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSitesRequest) (*adminv1.KeyspaceResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+	}
+	cfg, err := g.deps.Cluster.SetKeyspaceSites(ctx, req.Name, req.Sites)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return keyspaceResponse(cfg, req.Name)
+}
+
+func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {
+	ks, ok := cfg.Keyspace(name)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "keyspace %q does not exist", name)
+	}
+	return &adminv1.KeyspaceResponse{Keyspace: keyspaceProto(ks), ConfigVersion: cfg.Version}, nil
+}
+
+func keyspaceProto(ks cluster.Keyspace) *adminv1.Keyspace {
+	return &adminv1.Keyspace{Name: ks.Name, Shards: ks.Shards, Sites: append([]string(nil), ks.Sites...)}
 }

@@ -34,8 +34,14 @@ type Config struct {
 	PeerAddr string
 	// GossipAddr is the host:port for membership gossip (multi-node sites).
 	GossipAddr string
-	// Join lists gossip addresses of existing nodes to join.
+	// Join lists gossip addresses of existing nodes of the node's own site
+	// to join.
 	Join []string
+	// JoinCluster lists peer addresses of nodes of any site of an existing
+	// cluster: the node registers with the cluster through them. The first
+	// node of a new site sets it (without Join: it creates its site's
+	// catalog); a later node of a site needs only Join.
+	JoinCluster []string
 	// Shards is the number of shards of each keyspace created by this node.
 	Shards uint32
 	// Replicas is R, the replicas of each shard inside the site (fewer

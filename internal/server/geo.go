@@ -15,12 +15,15 @@ func (s *Server) clusterConfig() (cluster.Config, <-chan struct{}) {
 	if s.cfg.FixedCluster != nil {
 		return s.cfg.FixedCluster()
 	}
-	return cluster.Config{
-		Sites: map[string]cluster.Site{s.cfg.Site: {Name: s.cfg.Site}},
-		Keyspaces: map[string]cluster.Keyspace{
-			cluster.DefaultKeyspace: {Name: cluster.DefaultKeyspace, Shards: s.cfg.Shards},
-		},
-	}, nil
+	if s.cluster == nil {
+		return s.localConfig(), nil
+	}
+	cfg, changed := s.cluster.Config()
+	if _, ok := cfg.Sites[s.cfg.Site]; !ok {
+		// Not registered yet: this site alone until the node has joined.
+		return s.localConfig(), changed
+	}
+	return cfg, changed
 }
 
 // startGeo starts the chains of sites and registers their services: the
@@ -32,7 +35,7 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 	s.geo = geo.New(gcfg, s.host, s.router, s.clusterConfig, s.pool, s.log.With("component", "geo"), geo.NewMetrics(s.reg))
 	s.router.SetDurability(s.geo)
 	peerv1.RegisterChainServer(s.peer, s.geo)
-	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults()}, m))
+	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults()}, m))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.geoStop, s.geoDone = cancel, make(chan struct{})
 	go func() {

@@ -27,6 +27,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/geo"
 	"github.com/causeway-db/causeway/internal/host"
@@ -67,6 +68,7 @@ type Server struct {
 	members *membership.Membership
 	pool    *peer.Pool
 	catalog *catalog.Catalog
+	cluster *cluster.Cluster
 	host    *host.Host
 	router  *router.Router
 	geo     *geo.Service
@@ -228,7 +230,10 @@ func (s *Server) Start() (err error) {
 	if faults != nil {
 		faults.Register(s.members.Local().GossipAddr)
 	}
-	keyspaces := map[string]uint32{rpc.DefaultKeyspace: s.cfg.Shards}
+	keyspaces, err := s.openCluster(peerAddr, clientAddr)
+	if err != nil {
+		return err
+	}
 	catTrans, err := s.network.Transport(catalog.GroupName)
 	if err != nil {
 		return err
@@ -291,6 +296,7 @@ func (s *Server) Start() (err error) {
 	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
 	s.startWAN()
 	s.startGeo(m)
+	s.followCluster()
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
@@ -418,7 +424,7 @@ func checkDataDir(dir string) error {
 		case raftFile:
 			hasRaft = true
 		case stateFile:
-		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp":
+		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", clusterFile, clusterFile + ".tmp":
 		default:
 			foreign = append(foreign, e.Name())
 		}
@@ -612,6 +618,11 @@ func (s *Server) Stop() {
 		if s.catalog != nil {
 			if err := s.catalog.Close(); err != nil {
 				s.log.Warn("closing catalog", "err", err)
+			}
+		}
+		if s.cluster != nil {
+			if err := s.cluster.Close(); err != nil {
+				s.log.Warn("closing the cluster configuration group", "err", err)
 			}
 		}
 		if s.members != nil {

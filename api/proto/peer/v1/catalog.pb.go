@@ -32,6 +32,7 @@ type CatalogCommand struct {
 	//	*CatalogCommand_Node
 	//	*CatalogCommand_Step
 	//	*CatalogCommand_Drain
+	//	*CatalogCommand_AddShards
 	Op            isCatalogCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -117,6 +118,15 @@ func (x *CatalogCommand) GetDrain() *DrainRequest {
 	return nil
 }
 
+func (x *CatalogCommand) GetAddShards() []byte {
+	if x != nil {
+		if x, ok := x.Op.(*CatalogCommand_AddShards); ok {
+			return x.AddShards
+		}
+	}
+	return nil
+}
+
 type isCatalogCommand_Op interface {
 	isCatalogCommand_Op()
 }
@@ -141,6 +151,13 @@ type CatalogCommand_Drain struct {
 	Drain *DrainRequest `protobuf:"bytes,5,opt,name=drain,proto3,oneof"`
 }
 
+type CatalogCommand_AddShards struct {
+	// Add shards the map does not hold yet (a keyspace created or newly
+	// held by the site): an encoded map of their first replicas, each a
+	// single voter. Shards already in the map are left as they are.
+	AddShards []byte `protobuf:"bytes,6,opt,name=add_shards,json=addShards,proto3,oneof"`
+}
+
 func (*CatalogCommand_InitMap) isCatalogCommand_Op() {}
 
 func (*CatalogCommand_Node) isCatalogCommand_Op() {}
@@ -148,6 +165,8 @@ func (*CatalogCommand_Node) isCatalogCommand_Op() {}
 func (*CatalogCommand_Step) isCatalogCommand_Op() {}
 
 func (*CatalogCommand_Drain) isCatalogCommand_Op() {}
+
+func (*CatalogCommand_AddShards) isCatalogCommand_Op() {}
 
 type CatalogNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -293,13 +312,15 @@ var File_peer_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_peer_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/catalog.proto\x12\x10causeway.peer.v1\x1a\x12peer/v1/node.proto\"\xef\x01\n" +
+	"\x15peer/v1/catalog.proto\x12\x10causeway.peer.v1\x1a\x12peer/v1/node.proto\"\x90\x02\n" +
 	"\x0eCatalogCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12\x1b\n" +
 	"\binit_map\x18\x02 \x01(\fH\x00R\ainitMap\x123\n" +
 	"\x04node\x18\x03 \x01(\v2\x1d.causeway.peer.v1.CatalogNodeH\x00R\x04node\x125\n" +
 	"\x04step\x18\x04 \x01(\v2\x1f.causeway.peer.v1.PlacementStepH\x00R\x04step\x126\n" +
-	"\x05drain\x18\x05 \x01(\v2\x1e.causeway.peer.v1.DrainRequestH\x00R\x05drainB\x04\n" +
+	"\x05drain\x18\x05 \x01(\v2\x1e.causeway.peer.v1.DrainRequestH\x00R\x05drain\x12\x1f\n" +
+	"\n" +
+	"add_shards\x18\x06 \x01(\fH\x00R\taddShardsB\x04\n" +
 	"\x02op\"d\n" +
 	"\vCatalogNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -358,6 +379,7 @@ func file_peer_v1_catalog_proto_init() {
 		(*CatalogCommand_Node)(nil),
 		(*CatalogCommand_Step)(nil),
 		(*CatalogCommand_Drain)(nil),
+		(*CatalogCommand_AddShards)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/causeway-db/causeway/internal/clustertest"
+)
+
+// TestIntegrationSitesAndKeyspaces runs cluster sites and keyspace
+// create, list, show and set-sites against a real cluster of two sites.
+func TestIntegrationSitesAndKeyspaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two sites")
+	}
+	s := clustertest.NewSites(t, clustertest.SitesOptions{Sites: []string{"s1", "s2"}, NodesPerSite: 1, Shards: 2})
+	env := map[string]string{EnvEndpoints: s.Site("s2").Nodes[0].Srv.ClientAddr()}
+	run := func(args ...string) result {
+		t.Helper()
+		return kvctl(t, "", env, append([]string{"--timeout", "30s"}, args...)...)
+	}
+
+	var sites struct {
+		LocalSite string `json:"local_site"`
+		Sites     []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+			Voter bool   `json:"voter"`
+			Nodes []struct {
+				ID string `json:"id"`
+			} `json:"nodes"`
+		} `json:"sites"`
+	}
+	r := mustOK(t, run("-o", "json", "cluster", "sites"))
+	if err := json.Unmarshal([]byte(r.stdout), &sites); err != nil {
+		t.Fatalf("cluster sites -o json: %v\n%s", err, r.stdout)
+	}
+	if sites.LocalSite != "s2" || len(sites.Sites) != 2 || sites.Sites[0].Name != "s1" || sites.Sites[1].State != "local" ||
+		!sites.Sites[0].Voter || len(sites.Sites[0].Nodes) != 1 {
+		t.Fatalf("cluster sites: %s", r.stdout)
+	}
+	if r := mustOK(t, run("cluster", "sites")); !strings.Contains(r.stdout, "SITE") || !strings.Contains(r.stdout, "s1") {
+		t.Fatalf("cluster sites: %s", r.stdout)
+	}
+
+	type keyspace struct {
+		Name   string   `json:"name"`
+		Shards uint32   `json:"shards"`
+		Sites  []string `json:"sites"`
+	}
+	var ks keyspace
+	r = mustOK(t, run("-o", "json", "keyspace", "create", "orders", "--sites", "s2,s1", "--shards", "3"))
+	if err := json.Unmarshal([]byte(r.stdout), &ks); err != nil || ks.Shards != 3 || !slices.Equal(ks.Sites, []string{"s2", "s1"}) {
+		t.Fatalf("keyspace create: %v %s", err, r.stdout)
+	}
+	if r := run("keyspace", "create", "orders", "--sites", "s1"); r.code == ExitOK || !strings.Contains(r.stderr, "exists") {
+		t.Fatalf("second create: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := run("keyspace", "create", "bad", "--sites", "nowhere"); r.code == ExitOK || !strings.Contains(r.stderr, "nowhere") {
+		t.Fatalf("create on an unknown site: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := run("keyspace", "create", "nosites"); r.code != ExitUsage {
+		t.Fatalf("create without --sites: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	var list []keyspace
+	r = mustOK(t, run("-o", "json", "keyspace", "list"))
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 2 || list[0].Name != "default" || list[1].Name != "orders" ||
+		!slices.Equal(list[0].Sites, []string{"s1", "s2"}) {
+		t.Fatalf("keyspace list: %v %s", err, r.stdout)
+	}
+	if r := mustOK(t, run("keyspace", "show", "orders")); !strings.Contains(r.stdout, "s2,s1") {
+		t.Fatalf("keyspace show: %s", r.stdout)
+	}
+	if r := run("keyspace", "show", "missing"); r.code == ExitOK {
+		t.Fatalf("show of a missing keyspace: exit %d", r.code)
+	}
+	r = mustOK(t, run("-o", "json", "keyspace", "set-sites", "orders", "--sites", "s1"))
+	if err := json.Unmarshal([]byte(r.stdout), &ks); err != nil || !slices.Equal(ks.Sites, []string{"s1"}) {
+		t.Fatalf("keyspace set-sites: %v %s", err, r.stdout)
+	}
+	if r := run("keyspace", "set-sites", "default", "--sites", "s1"); r.code == ExitOK {
+		t.Fatalf("set-sites of the default keyspace: exit %d", r.code)
+	}
+}

@@ -1,0 +1,607 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/snapstore"
+	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/vfs"
+)
+
+// GroupName is the raft group name of the cluster configuration.
+const GroupName = "cluster"
+
+// Options configures a node's replica of the configuration group.
+type Options struct {
+	// Self is this node (Voter is decided by the group).
+	Self Node
+	// DefaultShards is the default keyspace's shard count, used when this
+	// node creates the cluster.
+	DefaultShards uint32
+	// SnapshotDir holds the group's raft snapshots (under GroupName).
+	SnapshotDir string
+	// FS is the file system of SnapshotDir; nil means the real one.
+	FS vfs.FS
+	// StatePath is the file that keeps the last configuration this node
+	// knew, so that a restarted node runs on it even when it cannot reach
+	// the group.
+	StatePath string
+	// Raft timings. The group spans sites: the defaults suit a WAN.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// LeaderEvery is how often the leader registers itself and brings the
+	// group's membership in line with the configuration.
+	LeaderEvery time.Duration
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		DefaultShards:      16,
+		HeartbeatTimeout:   2 * time.Second,
+		ElectionTimeout:    2 * time.Second,
+		LeaderLeaseTimeout: time.Second,
+		LeaderEvery:        time.Second,
+	}
+}
+
+// Conns dials other nodes' peer ports (peer.Pool).
+type Conns interface {
+	Conn(addr string) (*grpc.ClientConn, error)
+}
+
+// Deps are the group's collaborators.
+type Deps struct {
+	LogDB     *storage.RaftLogs
+	Transport raft.Transport
+	Conns     Conns
+	Logger    *slog.Logger
+}
+
+// Cluster is this node's replica of the cluster configuration group: one
+// voter per site (the first node of each site), every other node a
+// non-voter, so that every node holds the configuration.
+//
+// Config returns the newest configuration the node has seen, from the
+// group or from a change it made; it is kept in Options.StatePath, so a
+// node that restarts cut off from the group still has it. Changes go
+// through the group's leader (forwarded over the peer Cluster service).
+type Cluster struct {
+	opts Options
+	deps Deps
+	log  *slog.Logger
+	fsm  *fsm
+	raft *raft.Raft
+
+	mu      sync.Mutex
+	view    Config        // REQUIRES: mu
+	changed chan struct{} // closed when view changes; REQUIRES: mu
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// ServerID is the raft id of a node in the group (node ids are unique
+// within their site only).
+func ServerID(site, node string) raft.ServerID { return raft.ServerID(site + "/" + node) }
+
+// Open starts this node's replica. With bootstrap and no state, the node
+// creates the cluster (the first node of the first site); otherwise it
+// waits to be added by the leader once it joined (Join).
+func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
+	d := DefaultOptions()
+	if opts.LeaderEvery <= 0 {
+		opts.LeaderEvery = d.LeaderEvery
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout = d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout
+	}
+	c := &Cluster{opts: opts, deps: deps, log: deps.Logger.With("group", GroupName), changed: make(chan struct{}), stop: make(chan struct{})}
+	view, err := loadState(opts.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	c.view = view
+	c.fsm = &fsm{onChange: c.observe}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = ServerID(opts.Self.Site, opts.Self.ID)
+	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout
+	rc.SnapshotThreshold = 1024
+	rc.TrailingLogs = 1024
+	rc.NoLegacyTelemetry = true
+	store := deps.LogDB.RaftStore(GroupName)
+	snaps, err := snapstore.New(snapstore.Config{Dir: filepath.Join(opts.SnapshotDir, GroupName), Retain: 2, FS: opts.FS}, c.log)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := snapstore.CheckLog(snaps, store); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if !has && bootstrap {
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, deps.Transport, conf); err != nil {
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+	c.wg.Add(1)
+	go c.leaderLoop()
+	return c, nil
+}
+
+// Config returns the node's copy of the configuration (Version 0 until
+// the node has one) and a channel closed when it changes.
+func (c *Cluster) Config() (Config, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.view.Clone(), c.changed
+}
+
+// Leader returns the leader's raft id (site/node) and peer address, if
+// known.
+func (c *Cluster) Leader() (id, addr string) {
+	a, i := c.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// IsLeader reports whether this replica leads the group.
+func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// Joined reports whether the node's configuration lists it.
+func (c *Cluster) Joined() bool {
+	cfg, _ := c.Config()
+	_, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]
+	return ok
+}
+
+// Close stops the replica.
+func (c *Cluster) Close() error {
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.wg.Wait()
+	return c.raft.Shutdown().Error()
+}
+
+// observe adopts cfg if it is newer than the node's copy, and keeps it.
+func (c *Cluster) observe(cfg Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cfg.Version <= c.view.Version {
+		return
+	}
+	c.view = cfg.Clone()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if err := saveState(c.opts.StatePath, c.view); err != nil {
+		c.log.Warn("keeping the cluster configuration", "err", err)
+	}
+}
+
+// Join registers this node with the cluster through any of addrs (peer
+// addresses of nodes of any site), retrying until ctx ends, and adopts
+// the configuration it answers with.
+func (c *Cluster) Join(ctx context.Context, addrs []string) (Config, error) {
+	self := c.opts.Self
+	req := &peerv1.ClusterJoinRequest{NodeId: self.ID, Site: self.Site, PeerAddr: self.PeerAddr, ClientAddr: self.ClientAddr, GossipAddr: self.GossipAddr}
+	var last error = ErrNoLeader
+	for {
+		for _, addr := range addrs {
+			resp, err := c.callJoin(ctx, addr, req)
+			if err == nil {
+				cfg, derr := decodeConfig(resp.Config)
+				if derr != nil {
+					return Config{}, derr
+				}
+				c.observe(cfg)
+				c.log.Info("joined the cluster", "via", addr, "sites", cfg.SiteNames(), "version", cfg.Version)
+				return cfg, nil
+			}
+			last = fmt.Errorf("join via %s: %w", addr, err)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return Config{}, fmt.Errorf("cluster: %w (%w)", last, err)
+		}
+	}
+}
+
+func (c *Cluster) callJoin(ctx context.Context, addr string, req *peerv1.ClusterJoinRequest) (*peerv1.ClusterJoinResponse, error) {
+	conn, err := c.deps.Conns.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return peerv1.NewClusterClient(conn).Join(cctx, req)
+}
+
+// HandleJoin registers n (leader), or forwards the join to the leader,
+// and returns the configuration after it.
+func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
+	if !c.IsLeader() {
+		_, addr := c.Leader()
+		if addr == "" {
+			return Config{}, ErrNoLeader
+		}
+		resp, err := c.callJoin(ctx, addr, &peerv1.ClusterJoinRequest{NodeId: n.ID, Site: n.Site, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr, GossipAddr: n.GossipAddr})
+		if err != nil {
+			return Config{}, err
+		}
+		return decodeConfig(resp.Config)
+	}
+	// The cluster's first node registers before any other, so that its
+	// site comes first in the join order.
+	if err := c.registerSelf(ctx); err != nil {
+		return Config{}, err
+	}
+	// The leader's loop adds the node to the group's membership: a new
+	// voter counts towards commits at once, and the joining node may not
+	// serve its raft traffic before this call returns.
+	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards})
+}
+
+// CreateKeyspace creates a keyspace through the leader and returns the
+// configuration after the change.
+func (c *Cluster) CreateKeyspace(ctx context.Context, ks Keyspace) (Config, error) {
+	return c.change(ctx, Command{Op: OpCreateKeyspace, Keyspace: &ks})
+}
+
+// SetKeyspaceSites changes the sites (and chain order) of a keyspace
+// through the leader and returns the configuration after the change.
+func (c *Cluster) SetKeyspaceSites(ctx context.Context, name string, sites []string) (Config, error) {
+	return c.change(ctx, Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: name, Sites: sites}})
+}
+
+// change applies cmd through the leader, waiting for one while the group
+// has none, until ctx ends.
+func (c *Cluster) change(ctx context.Context, cmd Command) (Config, error) {
+	data, err := encodeCommand(cmd)
+	if err != nil {
+		return Config{}, err
+	}
+	for {
+		cfg, err := c.Apply(ctx, data)
+		if err == nil {
+			c.observe(cfg)
+			return cfg, nil
+		}
+		if !errors.Is(err, ErrNoLeader) {
+			return Config{}, err
+		}
+		if serr := sleep(ctx, 100*time.Millisecond); serr != nil {
+			return Config{}, err
+		}
+	}
+}
+
+// Apply applies an encoded command (leader), or forwards it to the leader.
+func (c *Cluster) Apply(ctx context.Context, data []byte) (Config, error) {
+	if c.IsLeader() {
+		cmd, err := decodeCommand(data)
+		if err != nil {
+			return Config{}, err
+		}
+		return c.propose(ctx, cmd)
+	}
+	_, addr := c.Leader()
+	if addr == "" {
+		return Config{}, ErrNoLeader
+	}
+	conn, err := c.deps.Conns.Conn(addr)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	resp, err := peerv1.NewClusterClient(conn).Apply(ctx, &peerv1.ClusterApplyRequest{Command: data})
+	if err != nil {
+		if ctx.Err() != nil {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	if resp.Error != "" {
+		return Config{}, refusalFrom(resp.ErrorKind, resp.Error)
+	}
+	return decodeConfig(resp.Config)
+}
+
+// propose replicates cmd (leader only) and returns the configuration
+// after it.
+func (c *Cluster) propose(ctx context.Context, cmd Command) (Config, error) {
+	data, err := encodeCommand(cmd)
+	if err != nil {
+		return Config{}, err
+	}
+	timeout := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	f := c.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrEnqueueTimeout) {
+			return Config{}, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		}
+		return Config{}, err
+	}
+	switch r := f.Response().(type) {
+	case error:
+		return Config{}, r
+	case Config:
+		return r, nil
+	}
+	return Config{}, fmt.Errorf("cluster: unexpected apply response %T", f.Response())
+}
+
+// leaderLoop runs the leader's duties: register this node (the cluster's
+// first node registers itself so) and keep the group's membership in line
+// with the configuration.
+func (c *Cluster) leaderLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.LeaderEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if !c.IsLeader() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.registerSelf(ctx)
+		if err == nil {
+			err = c.reconcile(c.fsm.config())
+		}
+		if err != nil && !errors.Is(err, ErrNoLeader) {
+			c.log.Warn("cluster configuration leader round", "err", err)
+		}
+		cancel()
+	}
+}
+
+// registerSelf registers this node (leader only) unless it is registered.
+func (c *Cluster) registerSelf(ctx context.Context) error {
+	cfg := c.fsm.config()
+	if _, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]; ok {
+		return nil
+	}
+	self := c.opts.Self
+	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards})
+	return err
+}
+
+// reconcile adds the nodes of cfg that are not members of the group yet:
+// each site's voter node as a voter, the others as non-voters.
+func (c *Cluster) reconcile(cfg Config) error {
+	f := c.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	members := map[raft.ServerID]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		members[s.ID] = s
+	}
+	for _, site := range cfg.SiteNames() {
+		for _, n := range cfg.Nodes(site) {
+			id, addr := ServerID(site, n.ID), raft.ServerAddress(n.PeerAddr)
+			cur, ok := members[id]
+			switch {
+			case ok && cur.Address == addr && (cur.Suffrage == raft.Voter) == n.Voter:
+				continue
+			case n.Voter:
+				if err := c.raft.AddVoter(id, addr, 0, 10*time.Second).Error(); err != nil {
+					return fmt.Errorf("add voter %s: %w", id, err)
+				}
+				c.log.Info("site voter added to the cluster configuration group", "node", id)
+			default:
+				if err := c.raft.AddNonvoter(id, addr, 0, 10*time.Second).Error(); err != nil {
+					return fmt.Errorf("add non-voter %s: %w", id, err)
+				}
+				c.log.Info("node added to the cluster configuration group", "node", id)
+			}
+		}
+	}
+	return nil
+}
+
+// ErrorKind names the kind of a refusal for the peer Apply response.
+func ErrorKind(err error) string {
+	switch {
+	case errors.Is(err, ErrExists):
+		return "already_exists"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrNoLeader):
+		return "no_leader"
+	}
+	return ""
+}
+
+// refusal is a refusal decided at another node.
+type refusal struct {
+	kind error
+	msg  string
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.kind }
+
+func refusalFrom(kind, msg string) error {
+	var k error
+	switch kind {
+	case "already_exists":
+		k = ErrExists
+	case "not_found":
+		k = ErrNotFound
+	case "invalid":
+		k = ErrInvalid
+	case "no_leader":
+		k = ErrNoLeader
+	default:
+		return errors.New(msg)
+	}
+	return &refusal{kind: k, msg: msg}
+}
+
+// EncodeConfig and decodeConfig are the configuration's wire form (JSON).
+func EncodeConfig(cfg Config) ([]byte, error) { return json.Marshal(cfg) }
+
+func decodeConfig(b []byte) (Config, error) {
+	var cfg Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return Config{}, fmt.Errorf("cluster: decode configuration: %w", err)
+	}
+	return cfg.Clone(), nil
+}
+
+// loadState reads the kept configuration (empty if there is none).
+func loadState(path string) (Config, error) {
+	empty := Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}
+	if path == "" {
+		return empty, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return empty, nil
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("cluster: read %s: %w", path, err)
+	}
+	return decodeConfig(b)
+}
+
+// saveState keeps cfg in path, atomically.
+func saveState(path string, cfg Config) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fsm is the group's state machine: the configuration, whose version is
+// the raft index of its last change.
+type fsm struct {
+	mu       sync.Mutex
+	cfg      Config // REQUIRES: mu
+	onChange func(Config)
+}
+
+func (f *fsm) config() Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.Clone()
+}
+
+func (f *fsm) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	cmd, err := decodeCommand(l.Data)
+	if err != nil {
+		return fmt.Errorf("%w at index %d", err, l.Index)
+	}
+	f.mu.Lock()
+	next, err := Apply(f.cfg, cmd)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	next.Version = l.Index
+	f.cfg = next
+	f.mu.Unlock()
+	f.onChange(next)
+	return next.Clone()
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := EncodeConfig(f.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return snapshotBytes(b), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("cluster: restore: %w", err)
+	}
+	cfg, err := decodeConfig(b)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.cfg = cfg
+	f.mu.Unlock()
+	f.onChange(cfg)
+	return nil
+}
+
+type snapshotBytes []byte
+
+func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshotBytes) Release() {}

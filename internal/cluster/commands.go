@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// CommandFormat is the command format this build writes and accepts.
+const CommandFormat = 1
+
+// MaxShards bounds a keyspace's shard count.
+const MaxShards = 4096
+
+// Refusals decided by the configuration's state machine, and the errors of
+// changing it.
+var (
+	// ErrExists: the keyspace exists already.
+	ErrExists = errors.New("cluster: already exists")
+	// ErrNotFound: no such keyspace.
+	ErrNotFound = errors.New("cluster: not found")
+	// ErrInvalid: a bad name, shard count or site list, or an unknown site.
+	ErrInvalid = errors.New("cluster: invalid change")
+	// ErrNoLeader: the configuration group has no leader this node can
+	// reach (a site cut off from the majority of sites).
+	ErrNoLeader = errors.New("cluster: no configuration leader")
+	// ErrUnknownCommand: a committed command this build cannot interpret.
+	ErrUnknownCommand = errors.New("cluster: unknown command")
+)
+
+// The operations of Command.
+const (
+	OpAddNode          = "add_node"
+	OpCreateKeyspace   = "create_keyspace"
+	OpSetKeyspaceSites = "set_keyspace_sites"
+)
+
+// Command is one change of the configuration, as replicated (JSON).
+type Command struct {
+	Format int    `json:"format"`
+	Op     string `json:"op"`
+	// Node registers (or updates the addresses of) a node: OpAddNode.
+	Node *Node `json:"node,omitempty"`
+	// DefaultShards is the default keyspace's shard count if the
+	// configuration has none yet (the cluster's first node): OpAddNode.
+	DefaultShards uint32 `json:"default_shards,omitempty"`
+	// Keyspace: OpCreateKeyspace (all fields), OpSetKeyspaceSites (name
+	// and sites).
+	Keyspace *Keyspace `json:"keyspace,omitempty"`
+}
+
+func encodeCommand(cmd Command) ([]byte, error) {
+	cmd.Format = CommandFormat
+	return json.Marshal(cmd)
+}
+
+func decodeCommand(b []byte) (Command, error) {
+	var cmd Command
+	if err := json.Unmarshal(b, &cmd); err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrUnknownCommand, err)
+	}
+	if cmd.Format != CommandFormat {
+		return Command{}, fmt.Errorf("%w: format %d", ErrUnknownCommand, cmd.Format)
+	}
+	return cmd, nil
+}
+
+// Apply returns the configuration after cmd, or the refusal of cmd (c is
+// not modified). The caller sets the version.
+func Apply(c Config, cmd Command) (Config, error) {
+	next := c.Clone()
+	switch cmd.Op {
+	case OpAddNode:
+		if cmd.Node == nil {
+			return c, fmt.Errorf("%w: add node: no node", ErrInvalid)
+		}
+		return next, next.addNode(*cmd.Node, cmd.DefaultShards)
+	case OpCreateKeyspace:
+		if cmd.Keyspace == nil {
+			return c, fmt.Errorf("%w: create keyspace: no keyspace", ErrInvalid)
+		}
+		return next, next.createKeyspace(*cmd.Keyspace)
+	case OpSetKeyspaceSites:
+		if cmd.Keyspace == nil {
+			return c, fmt.Errorf("%w: set keyspace sites: no keyspace", ErrInvalid)
+		}
+		return next, next.setKeyspaceSites(cmd.Keyspace.Name, cmd.Keyspace.Sites)
+	}
+	return c, fmt.Errorf("%w: %q", ErrUnknownCommand, cmd.Op)
+}
+
+// Clone returns a deep copy of c.
+func (c Config) Clone() Config {
+	out := Config{Version: c.Version, Sites: make(map[string]Site, len(c.Sites)), Keyspaces: make(map[string]Keyspace, len(c.Keyspaces))}
+	for name, s := range c.Sites {
+		nodes := make(map[string]Node, len(s.Nodes))
+		for id, n := range s.Nodes {
+			nodes[id] = n
+		}
+		s.Nodes = nodes
+		out.Sites[name] = s
+	}
+	for name, ks := range c.Keyspaces {
+		ks.Sites = append([]string(nil), ks.Sites...)
+		out.Keyspaces[name] = ks
+	}
+	return out
+}
+
+// addNode registers n; the first node of a new site holds the site's vote.
+func (c *Config) addNode(n Node, defaultShards uint32) error {
+	if !ValidName(n.Site) || !ValidName(n.ID) {
+		return fmt.Errorf("%w: node %q of site %q: use 1-63 lowercase letters, digits or '-'", ErrInvalid, n.ID, n.Site)
+	}
+	if n.PeerAddr == "" {
+		return fmt.Errorf("%w: node %s/%s has no peer address", ErrInvalid, n.Site, n.ID)
+	}
+	if _, ok := c.Keyspaces[DefaultKeyspace]; !ok {
+		if defaultShards < 1 || defaultShards > MaxShards {
+			return fmt.Errorf("%w: default keyspace: %d shards (1 to %d)", ErrInvalid, defaultShards, MaxShards)
+		}
+		c.Keyspaces[DefaultKeyspace] = Keyspace{Name: DefaultKeyspace, Shards: defaultShards}
+	}
+	s, ok := c.Sites[n.Site]
+	if !ok {
+		s = Site{Name: n.Site, Order: len(c.Sites), Nodes: map[string]Node{}}
+	}
+	hasVoter := false
+	for _, o := range s.Nodes {
+		if o.Voter && o.ID != n.ID {
+			hasVoter = true
+		}
+	}
+	if cur, ok := s.Nodes[n.ID]; ok {
+		n.Voter = cur.Voter
+	} else {
+		n.Voter = !hasVoter
+	}
+	s.Nodes[n.ID] = n
+	c.Sites[n.Site] = s
+	return nil
+}
+
+func (c *Config) createKeyspace(ks Keyspace) error {
+	if !ValidName(ks.Name) {
+		return fmt.Errorf("%w: keyspace name %q: use 1-63 lowercase letters, digits or '-'", ErrInvalid, ks.Name)
+	}
+	if _, ok := c.Keyspaces[ks.Name]; ok {
+		return fmt.Errorf("%w: keyspace %q", ErrExists, ks.Name)
+	}
+	if ks.Shards < 1 || ks.Shards > MaxShards {
+		return fmt.Errorf("%w: keyspace %q: %d shards (1 to %d)", ErrInvalid, ks.Name, ks.Shards, MaxShards)
+	}
+	if err := c.checkSites(ks.Name, ks.Sites); err != nil {
+		return err
+	}
+	c.Keyspaces[ks.Name] = Keyspace{Name: ks.Name, Shards: ks.Shards, Sites: append([]string(nil), ks.Sites...)}
+	return nil
+}
+
+func (c *Config) setKeyspaceSites(name string, sites []string) error {
+	ks, ok := c.Keyspaces[name]
+	if !ok {
+		return fmt.Errorf("%w: keyspace %q", ErrNotFound, name)
+	}
+	if name == DefaultKeyspace {
+		return fmt.Errorf("%w: the default keyspace lives on every site", ErrInvalid)
+	}
+	if err := c.checkSites(name, sites); err != nil {
+		return err
+	}
+	ks.Sites = append([]string(nil), sites...)
+	c.Keyspaces[name] = ks
+	return nil
+}
+
+// checkSites checks a keyspace's site list: not empty, known sites, each
+// once.
+func (c *Config) checkSites(keyspace string, sites []string) error {
+	if len(sites) == 0 {
+		return fmt.Errorf("%w: keyspace %q: no sites", ErrInvalid, keyspace)
+	}
+	seen := map[string]bool{}
+	var unknown []string
+	for _, s := range sites {
+		if seen[s] {
+			return fmt.Errorf("%w: keyspace %q: site %q listed twice", ErrInvalid, keyspace, s)
+		}
+		seen[s] = true
+		if _, ok := c.Sites[s]; !ok {
+			unknown = append(unknown, s)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w: keyspace %q: unknown site(s) %s (the cluster has %s)", ErrInvalid, keyspace,
+			strings.Join(unknown, ", "), strings.Join(c.SiteNames(), ", "))
+	}
+	return nil
+}
+
+// ValidName reports whether s may name a site, node or keyspace: 1 to 63
+// lowercase letters, digits and '-'.
+func ValidName(s string) bool {
+	if len(s) < 1 || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Held returns, for site, the shard counts of the keyspaces it holds and,
+// for every other keyspace, the sites that hold it.
+func (c Config) Held(site string) (held map[string]uint32, elsewhere map[string][]string) {
+	held, elsewhere = map[string]uint32{}, map[string][]string{}
+	for name := range c.Keyspaces {
+		ks, _ := c.Keyspace(name)
+		if ks.Holds(site) {
+			held[name] = ks.Shards
+		} else {
+			elsewhere[name] = ks.Sites
+		}
+	}
+	return held, elsewhere
+}

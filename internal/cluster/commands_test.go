@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestApply(t *testing.T) {
+	cfg := Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}
+	apply := func(cmd Command) error {
+		t.Helper()
+		next, err := Apply(cfg, cmd)
+		if err == nil {
+			cfg = next
+		}
+		return err
+	}
+	node := func(site, id string) *Node { return &Node{ID: id, Site: site, PeerAddr: site + id + ":1"} }
+	for _, n := range []*Node{node("s1", "n1"), node("s1", "n2"), node("s2", "n1")} {
+		if err := apply(Command{Op: OpAddNode, Node: n, DefaultShards: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !cfg.Sites["s1"].Nodes["n1"].Voter || cfg.Sites["s1"].Nodes["n2"].Voter || !cfg.Sites["s2"].Nodes["n1"].Voter {
+		t.Fatalf("voters: %+v", cfg.Sites)
+	}
+	if ks, _ := cfg.Keyspace(DefaultKeyspace); ks.Shards != 8 || !slices.Equal(ks.Sites, []string{"s1", "s2"}) {
+		t.Fatalf("default keyspace %+v", ks)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  Command
+		want error
+	}{
+		{"create", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "orders", Shards: 4, Sites: []string{"s2"}}}, nil},
+		{"exists", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "orders", Shards: 4, Sites: []string{"s2"}}}, ErrExists},
+		{"default exists", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: DefaultKeyspace, Shards: 4, Sites: []string{"s2"}}}, ErrExists},
+		{"bad name", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "Bad!", Shards: 4, Sites: []string{"s2"}}}, ErrInvalid},
+		{"no shards", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "x", Sites: []string{"s2"}}}, ErrInvalid},
+		{"unknown site", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "x", Shards: 1, Sites: []string{"s9"}}}, ErrInvalid},
+		{"site twice", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "x", Shards: 1, Sites: []string{"s1", "s1"}}}, ErrInvalid},
+		{"no sites", Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "x", Shards: 1}}, ErrInvalid},
+		{"set sites", Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "orders", Sites: []string{"s2", "s1"}}}, nil},
+		{"set sites of missing", Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "nope", Sites: []string{"s1"}}}, ErrNotFound},
+		{"set sites of default", Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: DefaultKeyspace, Sites: []string{"s1"}}}, ErrInvalid},
+		{"unknown op", Command{Op: "drop_everything"}, ErrUnknownCommand},
+	} {
+		if err := apply(tc.cmd); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	ks, _ := cfg.Keyspace("orders")
+	if !slices.Equal(ks.Chain("s1"), []string{"s1", "s2"}) {
+		t.Fatalf("chain of s1: %v", ks.Chain("s1"))
+	}
+	held, elsewhere := cfg.Held("s1")
+	if held["orders"] != 4 || held[DefaultKeyspace] != 8 || len(elsewhere) != 0 {
+		t.Fatalf("held %v elsewhere %v", held, elsewhere)
+	}
+	_, _ = Apply(cfg, Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "orders", Sites: []string{"s9"}}})
+	if ks, _ := cfg.Keyspace("orders"); !slices.Equal(ks.Sites, []string{"s2", "s1"}) {
+		t.Fatalf("a refused change modified the configuration: %v", ks.Sites)
+	}
+}
+
+func TestDecodeCommand(t *testing.T) {
+	b, err := encodeCommand(Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "a", Shards: 1, Sites: []string{"s1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := decodeCommand(b); err != nil || cmd.Keyspace.Name != "a" {
+		t.Fatalf("%v %v", cmd, err)
+	}
+	for _, bad := range []string{"", "{", `{"format":2,"op":"add_node"}`} {
+		if _, err := decodeCommand([]byte(bad)); !errors.Is(err, ErrUnknownCommand) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
