@@ -80,6 +80,14 @@ func (fs *fixedSites) waitConverged(t *testing.T, d time.Duration) {
 	t.Helper()
 	start := time.Now()
 	if err := poll.Wait(d, fs.converged); err != nil {
+		for _, site := range fs.Order {
+			for _, sh := range fs.shards() {
+				if g := fs.leaderGroup(site, sh); g != nil {
+					geo := g.Geo()
+					t.Logf("%s %s: local %+v origins %+v stable %+v chain %v", site, sh, geo.Local, geo.Origins, geo.Stable, geo.Chain)
+				}
+			}
+		}
 		t.Fatalf("sites did not converge within %v: %v", d, err)
 	}
 	t.Logf("sites converged %v after healing", time.Since(start).Round(time.Millisecond))

@@ -174,7 +174,7 @@ type Service struct {
 	shippers map[streamKey]context.CancelFunc // REQUIRES: mu
 	chainSet map[placement.Shard]bool         // SetChain in flight; REQUIRES: mu
 	aeLast   map[placement.Shard]time.Time    // last periodic anti-entropy; REQUIRES: mu
-	aeBusy   map[placement.Shard]bool         // REQUIRES: mu
+	aeBusy   map[repairKey]bool               // REQUIRES: mu
 	pings    map[string]pingState             // per site; REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
 	runCtx   context.Context                  // Run's context; REQUIRES: mu
@@ -199,7 +199,7 @@ func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, l
 	return &Service{
 		cfg: cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
 		streams: map[streamKey]*stream{}, shippers: map[streamKey]context.CancelFunc{},
-		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[placement.Shard]bool{},
+		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[repairKey]bool{},
 		pings: map[string]pingState{}, lastNode: map[string]string{},
 	}
 }
@@ -360,11 +360,7 @@ func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Sha
 			return
 		}
 		s.log.Info("shard chain set", "shard", sh.String(), "chain", desired, "was", old)
-		for _, site := range desired {
-			if site != s.cfg.Site && !slices.Contains(old, site) {
-				s.startRepair(ctx, g, sh, site, "site joined the chain")
-			}
-		}
+		s.chainAdded(g, sh, old, desired)
 	}()
 }
 
@@ -376,6 +372,37 @@ func (s *Service) runContext() context.Context {
 		return context.Background()
 	}
 	return s.runCtx
+}
+
+// EnsureChain implements router.Durability: a leader whose replica has
+// not set the chain the configuration gives sets it before the write.
+func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.Group) error {
+	ks, ok := s.keyspace(sh)
+	if !ok || len(ks.Sites) < 2 {
+		return nil
+	}
+	old := g.Geo().Chain
+	if slices.Equal(old, ks.Sites) {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	if _, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: ks.Sites, LogCapBytes: s.cfg.LogCapBytes}}}); err != nil {
+		return fmt.Errorf("%s: setting the chain of sites %v: %w", sh, ks.Sites, err)
+	}
+	s.chainAdded(g, sh, old, ks.Sites)
+	return nil
+}
+
+// chainAdded brings the sites added to a shard's chain up to date by
+// anti-entropy (what was written before they joined is in no outbound
+// log).
+func (s *Service) chainAdded(g *shard.Group, sh placement.Shard, old, chain []string) {
+	for _, site := range chain {
+		if site != s.cfg.Site && !slices.Contains(old, site) {
+			s.startRepair(s.runContext(), g, sh, site, "site joined the chain")
+		}
+	}
 }
 
 // ChainLength implements router.Durability.

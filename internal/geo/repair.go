@@ -43,21 +43,28 @@ func (s *Service) maybeAntiEntropy(ctx context.Context, g *shard.Group, sh place
 	}
 }
 
+// repairKey names one anti-entropy run: a shard towards a site.
+type repairKey struct {
+	sh   placement.Shard
+	site string
+}
+
 // startRepair runs anti-entropy of sh towards site in the background,
-// once at a time per shard.
+// once at a time per shard and site.
 func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.Shard, site, reason string) {
+	rk := repairKey{sh, site}
 	s.mu.Lock()
-	if s.aeBusy[sh] {
+	if s.aeBusy[rk] {
 		s.mu.Unlock()
 		return
 	}
-	s.aeBusy[sh] = true
+	s.aeBusy[rk] = true
 	s.aeLast[sh] = time.Now()
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer func() { s.mu.Lock(); delete(s.aeBusy, sh); s.mu.Unlock() }()
+		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
 		p, err := s.repairShard(ctx, g, sh, site)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -72,11 +72,8 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	if len(g.Geo().Chain) < 2 {
 		// The configuration reached the sender first: set the chain
 		// before applying, so that what must be passed on is logged.
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: ks.Sites, LogCapBytes: s.cfg.LogCapBytes}}})
-		cancel()
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "%s: setting the chain: %v", sh, err)
+		if err := s.EnsureChain(ctx, sh, g); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "%v", err)
 		}
 	}
 	resp := &peerv1.ShipResponse{}

@@ -35,6 +35,11 @@ type Durability interface {
 	// WaitDurable waits until the first n sites of this site's chain for
 	// sh applied this site's write with outbound sequence number seq.
 	WaitDurable(ctx context.Context, sh placement.Shard, seq uint64, n int) error
+	// EnsureChain sets the chain of g (this node's replica of sh, which
+	// leads) if the configuration gives the keyspace more sites than the
+	// replica knows, so that no write of a replicated keyspace misses the
+	// outbound log.
+	EnsureChain(ctx context.Context, sh placement.Shard, g *shard.Group) error
 }
 
 // SetDurability sets what SITES(n) and ALL writes wait on. Call before

@@ -32,6 +32,11 @@ func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *sh
 	if err := r.checkDurability(sh, o); err != nil {
 		return fsm.Result{}, err
 	}
+	if r.durability != nil {
+		if err := r.durability.EnsureChain(ctx, sh, g); err != nil {
+			return fsm.Result{}, err
+		}
+	}
 	deps := c.Session.Deps(nil)
 	if err := r.waitDeps(ctx, c.Keyspace, deps); err != nil {
 		return fsm.Result{}, err
