@@ -68,7 +68,16 @@ proto: proto-tools
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTOS:api/proto/%=%)
 
-.PHONY: cluster cluster-down
+.PHONY: cluster cluster-down geo geo-down
+
+## geo: three sites s1, s2, s3 on loopback (client ports 7379, 8379, 9379) with simulated WAN delay; GEO_NODES=3 for three nodes per site, GEO_WAN to change the delay. Data in ./data/geo.
+geo:
+	scripts/geo.sh up
+
+## geo-down: stops the nodes started by make geo.
+geo-down:
+	scripts/geo.sh down
+
 
 ## cluster: a three-node site "local" on loopback (client ports 7379, 7389, 7399), data in ./data/cluster.
 cluster:

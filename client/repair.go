@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 )
@@ -17,8 +18,8 @@ type RepairOptions struct {
 	Shard *uint32
 }
 
-// Repair runs anti-entropy now from the node that serves the call (pin it
-// with WithEndpoint) towards every other site holding the keyspaces: for
+// Repair runs anti-entropy now from the first endpoint (or the one given
+// with WithEndpoint), bounded by ctx alone towards every other site holding the keyspaces: for
 // each shard it leads, it compares digests with each other site and sends
 // the newest versions of what differs. progress is called after each
 // shard and site. Shards the node does not lead are reported with an
@@ -32,7 +33,15 @@ func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*ad
 	if ro.Shard != nil {
 		req.HasShard, req.Shard = true, *ro.Shard
 	}
-	err := c.invoke(ctx, o, func(ctx context.Context, ep int) error {
+	ep := 0
+	if o.endpoint != "" {
+		ep = slices.Index(c.cfg.Endpoints, o.endpoint)
+		if ep < 0 {
+			return invalidArgument("endpoint %q is not configured", o.endpoint)
+		}
+	}
+	// One stream, bounded by ctx alone: a repair outlasts RequestTimeout.
+	err := func() error {
 		stream, err := adminv1.NewGeoClient(c.conns[ep]).Repair(ctx, req)
 		if err != nil {
 			return err
@@ -49,7 +58,7 @@ func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*ad
 				progress(p)
 			}
 		}
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("client: repair: %w", err)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,7 @@ never undoes a newer write. Anti-entropy also runs on its own (every five
 minutes per shard, and when a site needs updates its chain no longer holds);
 this command is for after an incident. Give every node of the site as
 --endpoints to cover every shard; shards a node does not lead are skipped
-with a note. One line is printed per shard and site.`,
+with a note. One line is printed per shard and site. Without --timeout the\nrepair may run for up to an hour.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ro := client.RepairOptions{Keyspace: keyspace}
@@ -39,7 +40,13 @@ with a note. One line is printed per shard and site.`,
 				v := uint32(shard)
 				ro.Shard = &v
 			}
-			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
+			// A repair compares every shard with every other site: it
+			// outlasts the default --timeout of single requests.
+			d := a.timeout
+			if f := cmd.Flag("timeout"); f == nil || !f.Changed {
+				d = time.Hour
+			}
+			return a.withClientDeadline(cmd, false, d, func(ctx context.Context, c *client.Client) error {
 				var sent uint64
 				var failed, done int
 				for _, ep := range c.Endpoints() {
