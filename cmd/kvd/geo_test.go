@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/poll"
+)
+
+// siteProc is one kvd process of a site, restartable on its data and
+// addresses.
+type siteProc struct {
+	*proc
+	args                   []string
+	peer, client, httpAddr string
+}
+
+func startSite(t *testing.T, site, joinCluster string) *siteProc {
+	t.Helper()
+	sp := &siteProc{peer: freeAddr(t)}
+	clientAddr, httpAddr := freeAddr(t), freeAddr(t)
+	sp.client, sp.httpAddr = clientAddr, httpAddr
+	sp.args = []string{"--site", site, "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), site),
+		"--client-addr", clientAddr, "--http-addr", httpAddr, "--peer-addr", sp.peer, "--gossip-addr", freeAddr(t),
+		"--gossip-profile", "local", "--log-level", "warn", "--simulate-wan", "*=20ms±5ms"}
+	if joinCluster != "" {
+		sp.args = append(sp.args, "--join-cluster", joinCluster)
+	}
+	sp.start(t)
+	return sp
+}
+
+// start runs the process and waits until /readyz answers 200.
+func (sp *siteProc) start(t *testing.T) {
+	t.Helper()
+	p := &proc{clientAddr: sp.client, http: sp.httpAddr}
+	p.cmd = exec.Command(kvdBinary, sp.args...)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "kvd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.log = logf.Name()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
+	err = poll.Every(50*time.Millisecond).Wait(60*time.Second, func() error {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		b, _ := os.ReadFile(logf.Name())
+		t.Fatalf("kvd %v not ready: %v\n%s", sp.args[:2], err, b)
+	}
+	sp.proc = p
+}
+
+func (sp *siteProc) kill() {
+	_ = sp.cmd.Process.Kill()
+	<-sp.exited
+}
+
+// TestGeoSitesAsProcesses runs three one-node sites as separate kvd
+// processes with simulated WAN delay: s2 and s3 join the cluster through
+// s1. Writes at s1 and s3 reach every site; s2 is killed (SIGKILL) while
+// writes go on at s1 and restarted on its data, and then holds every
+// acknowledged write too.
+func TestGeoSitesAsProcesses(t *testing.T) {
+	s1 := startSite(t, "s1", "")
+	s2 := startSite(t, "s2", s1.peer)
+	s3 := startSite(t, "s3", s1.peer)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var keys []string
+	put := func(sp *siteProc, k string) {
+		t.Helper()
+		var err error
+		// The first writes may come while the sites still learn each
+		// other; a LOCAL write needs only its own site.
+		for range 3 {
+			if _, err = dial(t, sp.clientAddr).Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte(k)}); err == nil {
+				keys = append(keys, k)
+				return
+			}
+		}
+		t.Fatalf("put %s: %v", k, err)
+	}
+	for i := range 20 {
+		put(s1, fmt.Sprintf("p/s1/%02d", i))
+		put(s3, fmt.Sprintf("p/s3/%02d", i))
+	}
+	s2.kill()
+	for i := range 10 {
+		put(s1, fmt.Sprintf("p/s1/after%02d", i))
+	}
+	s2.start(t)
+	for _, sp := range []*siteProc{s1, s2, s3} {
+		kv := dial(t, sp.clientAddr)
+		for _, k := range keys {
+			poll.Every(50*time.Millisecond).Until(t, 60*time.Second, fmt.Sprintf("%s at %s", k, sp.args[1]), func() error {
+				r, err := kv.Get(ctx, &kvv1.GetRequest{Key: []byte(k)})
+				if err != nil {
+					return err
+				}
+				if !r.Found {
+					return fmt.Errorf("not found")
+				}
+				return nil
+			})
+		}
+	}
+}
