@@ -22,6 +22,7 @@ BITES=(
   "causal-floor|./internal/clustertest|^TestRandomizedCausal\$"
   "gc-frontier|./internal/fsm|^TestLateRemoteWriteDoesNotResurrect\$"
   "gc-frontier|./internal/clustertest|^TestLateRemoteWriteAfterGC\$"
+  "gc-frontier|./internal/clustertest|^TestGeoLateRemoteWriteAfterGC\$"
   "dependency-wait|./internal/clustertest|^TestRemoteApplyWaitsForDependencies\$"
 )
 

@@ -275,3 +275,49 @@ func TestRemoteApplyWaitsForDependencies(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGeoLateRemoteWriteAfterGC: s3, its clock two seconds behind, is cut
+// off and writes a key that s1 meanwhile deletes. s1 collects garbage every
+// 20 ms with a retention of a millisecond, but only below the global
+// frontier (what every site of the chain applied), so it keeps the
+// tombstone until s3's older write arrives after healing: the key stays
+// deleted at every site. With the bound off (guards.GCFrontier) the
+// tombstone is collected and the late write brings the key back at s1 and
+// s2 but not at s3.
+func TestGeoLateRemoteWriteAfterGC(t *testing.T) {
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1, Mutate: func(site string, cfg *server.Config) {
+		cfg.Shard.GCInterval = 20 * time.Millisecond
+		cfg.Shard.VersionRetention = time.Millisecond
+		if site == "s3" {
+			cfg.ClockSkew = -2 * time.Second
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := []byte("gc/k")
+	if _, err := fs.kv("s1").Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	fs.waitKeys(t, []string{string(key)}, 30*time.Second)
+	fs.Net.PartitionSites("s1", "s3")
+	fs.Net.PartitionSites("s2", "s3")
+	if _, err := fs.kv("s3").Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("late")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.kv("s1").Delete(ctx, &kvv1.DeleteRequest{Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	// Garbage collection runs many passes meanwhile.
+	sleepCtx(ctx, time.Second)
+	fs.Net.Heal()
+	fs.waitConverged(t, 30*time.Second)
+	for _, site := range fs.Order {
+		r, err := fs.kv(site).Get(ctx, &kvv1.GetRequest{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Found {
+			t.Fatalf("%s reads %s=%q after it was deleted: a late write outlived the collected tombstone", site, key, r.Value)
+		}
+	}
+}
