@@ -283,7 +283,30 @@ func geoConvergenceRound(t *testing.T, seed int) {
 		t.Errorf("%d LOCAL writes failed while only the links between sites were faulty", failed)
 	}
 	fs.waitConverged(t, 30*time.Second)
-	checkHistory(t, rec, fs.finalVersions(t, keys))
+	checkHistory(t, rec, fs.waitFinalVersions(t, keys, 30*time.Second))
+}
+
+// waitFinalVersions waits until every site holds the same newest version
+// of each key, tombstones included (digests leave tombstones out), and
+// returns them.
+func (fs *fixedSites) waitFinalVersions(t *testing.T, keys []string, d time.Duration) causalcheck.Final {
+	t.Helper()
+	var final causalcheck.Final
+	err := poll.Wait(d, func() error {
+		final = fs.finalVersions(t, keys)
+		for _, k := range keys {
+			for _, site := range fs.Order[1:] {
+				if final[site][k] != final[fs.Order[0]][k] {
+					return fmt.Errorf("%s: %s holds %v, %s %v", k, fs.Order[0], final[fs.Order[0]][k], site, final[site][k])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("sites disagree on some key's newest version: %v (the checker reports it)", err)
+	}
+	return final
 }
 
 var errNotFound = errors.New("not found")

@@ -183,6 +183,10 @@ var statusTables = map[string]string{
 	"internal/rpc/admin_errors.go": "the admin API",
 	"internal/peer/errors.go":      "the peer API",
 	"internal/transport/errors.go": "the raft transport",
+	// The peer Chain and Cluster services answer other nodes' shippers
+	// and joins; their few statuses are built at their edge.
+	"internal/geo/serve.go":       "the peer Chain service",
+	"internal/cluster/service.go": "the peer Cluster service",
 }
 
 // statusAllowed are single functions outside the tables that may build a
