@@ -153,11 +153,13 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 }
 
 // Config returns the node's copy of the configuration (Version 0 until
-// the node has one) and a channel closed when it changes.
+// the node has one) and a channel closed when it changes. The copy is
+// shared and never modified (a change replaces it): read it, or Clone it
+// to change it. The write path reads it on every write.
 func (c *Cluster) Config() (Config, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.view.Clone(), c.changed
+	return c.view, c.changed
 }
 
 // Leader returns the leader's raft id (site/node) and peer address, if

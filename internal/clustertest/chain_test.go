@@ -70,8 +70,11 @@ func startFixedSites(t *testing.T, names []string, o fixedOptions) *fixedSites {
 		fs.Sites[name] = c
 		for range o.Nodes {
 			n := c.Add()
+			// Copy on write: nodes read the configuration they were given.
 			fs.mu.Lock()
-			fs.cfg.Sites[name].Nodes[n.ID] = cluster.Node{ID: n.ID, Site: name, PeerAddr: n.Srv.PeerAddr(), ClientAddr: n.Srv.ClientAddr()}
+			next := fs.cfg.Clone()
+			next.Sites[name].Nodes[n.ID] = cluster.Node{ID: n.ID, Site: name, PeerAddr: n.Srv.PeerAddr(), ClientAddr: n.Srv.ClientAddr()}
+			fs.cfg = next
 			fs.mu.Unlock()
 		}
 	}

@@ -45,6 +45,7 @@ func putRecorded(t *testing.T, rec *causalcheck.Recorder, n *Node, site, sess st
 // had not (the outbound log is replicated state), so every acknowledged
 // write reaches every site, and the history passes the checker.
 func TestGeoOriginLeaderKilledAfterAck(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2, Nodes: 3})
 	t0 := time.Now()
 	rec := causalcheck.NewRecorder(func() int64 { return int64(time.Since(t0)) })
@@ -82,6 +83,7 @@ func TestGeoOriginLeaderKilledAfterAck(t *testing.T) {
 // it stays writable). After healing, every site holds every acknowledged
 // write, the sites converge, and the history passes the checker.
 func TestGeoSiteCutOffDuringWrites(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2})
 	t0 := time.Now()
 	rec := causalcheck.NewRecorder(func() int64 { return int64(time.Since(t0)) })
@@ -108,6 +110,7 @@ func TestGeoSiteCutOffDuringWrites(t *testing.T) {
 // acknowledged once s2 applied them; s1 is then lost for good (its node
 // killed, its data directory deleted) and every write is at s2 and s3.
 func TestGeoSitesDurabilitySurvivesOriginLoss(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2})
 	t0 := time.Now()
 	rec := causalcheck.NewRecorder(func() int64 { return int64(time.Since(t0)) })
@@ -133,6 +136,7 @@ func TestGeoSitesDurabilitySurvivesOriginLoss(t *testing.T) {
 // KiB; s3 is cut off while s1 writes far more than that, so the log that
 // s3 needs is gone. After healing, anti-entropy brings s3 up to date.
 func TestGeoAntiEntropyAfterTrimmedLog(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2, Mutate: func(_ string, cfg *server.Config) {
 		cfg.Geo.LogCapBytes = 4 << 10
 	}})
@@ -166,6 +170,7 @@ func TestGeoAntiEntropyAfterTrimmedLog(t *testing.T) {
 // earlier writes included), and s3's next writes are numbered after what
 // the others applied of it, so they are not taken for duplicates.
 func TestGeoWipedReplicaIsRepaired(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -204,6 +209,7 @@ func TestGeoWipedReplicaIsRepaired(t *testing.T) {
 // dependency arrives. With the wait turned off (guards.DependencyWait),
 // s3 applies it at once and the test fails.
 func TestRemoteApplyWaitsForDependencies(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2})
 	fs.Net.PartitionSites("s2", "s3")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -285,6 +291,7 @@ func TestRemoteApplyWaitsForDependencies(t *testing.T) {
 // tombstone is collected and the late write brings the key back at s1 and
 // s2 but not at s3.
 func TestGeoLateRemoteWriteAfterGC(t *testing.T) {
+	t.Parallel()
 	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1, Mutate: func(site string, cfg *server.Config) {
 		cfg.Shard.GCInterval = 20 * time.Millisecond
 		cfg.Shard.VersionRetention = time.Millisecond

@@ -314,11 +314,11 @@ var errNotFound = errors.New("not found")
 // waitKeys waits until every key reads as present at every site.
 func (fs *fixedSites) waitKeys(t *testing.T, keys []string, d time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	for _, site := range fs.Order {
 		for _, k := range keys {
 			poll.Every(20*time.Millisecond).Until(t, d, fmt.Sprintf("%s at %s", k, site), func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
 				n := fs.Sites[site].Live()[0]
 				r, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: []byte(k)})
 				if err != nil {

@@ -177,7 +177,7 @@ type Service struct {
 	aeBusy   map[repairKey]bool               // REQUIRES: mu
 	pings    map[string]pingState             // per site; REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
-	runCtx   context.Context                  // Run's context; REQUIRES: mu
+	stop     chan struct{}                    // closed when Run ends
 	wg       sync.WaitGroup
 }
 
@@ -200,7 +200,7 @@ func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, l
 		cfg: cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
 		streams: map[streamKey]*stream{}, shippers: map[streamKey]context.CancelFunc{},
 		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[repairKey]bool{},
-		pings: map[string]pingState{}, lastNode: map[string]string{},
+		pings: map[string]pingState{}, lastNode: map[string]string{}, stop: make(chan struct{}),
 	}
 }
 
@@ -234,9 +234,7 @@ func (s *Service) keyspace(sh placement.Shard) (cluster.Keyspace, bool) {
 // Run reconciles the shippers with the shards this node leads until ctx
 // ends, and pings the other sites.
 func (s *Service) Run(ctx context.Context) {
-	s.mu.Lock()
-	s.runCtx = ctx
-	s.mu.Unlock()
+	defer close(s.stop)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -364,14 +362,18 @@ func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Sha
 	}()
 }
 
-// runContext returns Run's context (background before Run).
-func (s *Service) runContext() context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.runCtx == nil {
-		return context.Background()
-	}
-	return s.runCtx
+// detached returns a context for background work started by a request
+// (it outlives the request): it ends when Run ends or cancel is called.
+func (s *Service) detached() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // EnsureChain implements router.Durability: a leader whose replica has
@@ -400,7 +402,7 @@ func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.
 func (s *Service) chainAdded(g *shard.Group, sh placement.Shard, old, chain []string) {
 	for _, site := range chain {
 		if site != s.cfg.Site && !slices.Contains(old, site) {
-			s.startRepair(s.runContext(), g, sh, site, "site joined the chain")
+			s.repairDetached(g, sh, site, "site joined the chain")
 		}
 	}
 }

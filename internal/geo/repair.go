@@ -50,8 +50,18 @@ type repairKey struct {
 }
 
 // startRepair runs anti-entropy of sh towards site in the background,
-// once at a time per shard and site.
+// once at a time per shard and site, until ctx ends.
 func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.Shard, site, reason string) {
+	s.launchRepair(func() (context.Context, context.CancelFunc) { return ctx, func() {} }, g, sh, site, reason)
+}
+
+// repairDetached is startRepair for a repair a request starts: it runs
+// until the service stops.
+func (s *Service) repairDetached(g *shard.Group, sh placement.Shard, site, reason string) {
+	s.launchRepair(s.detached, g, sh, site, reason)
+}
+
+func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site, reason string) {
 	rk := repairKey{sh, site}
 	s.mu.Lock()
 	if s.aeBusy[rk] {
@@ -61,9 +71,11 @@ func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.
 	s.aeBusy[rk] = true
 	s.aeLast[sh] = time.Now()
 	s.mu.Unlock()
+	ctx, cancel := start()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer cancel()
 		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
 		p, err := s.repairShard(ctx, g, sh, site)
 		if err != nil {

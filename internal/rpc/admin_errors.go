@@ -26,6 +26,15 @@ var (
 	ErrKeyspaceRequired = errors.New("admin: keyspace is required")
 	// ErrUnknownShard: the keyspace has no shard of that number.
 	ErrUnknownShard = errors.New("admin: unknown shard")
+	// ErrNoChains: the node runs no chains of sites (Geo.Repair).
+	ErrNoChains = errors.New("admin: this node runs no chains of sites")
+	// ErrNoClusterConfig: the node has no cluster-wide configuration.
+	ErrNoClusterConfig = errors.New("admin: this node has no cluster configuration")
+	// ErrNoKeyspace: the cluster configuration has no such keyspace.
+	ErrNoKeyspace = errors.New("admin: keyspace does not exist")
+	// ErrNoDebugFaults: the debug partition commands need a node started
+	// with --debug-faults.
+	ErrNoDebugFaults = errors.New("admin: start kvd with --debug-faults (test and demo only)")
 )
 
 // adminCodeTable maps the Admin service's own errors to gRPC codes; the
@@ -41,6 +50,10 @@ var adminCodeTable = []struct {
 	{ErrPeerUnavailable, codes.Unavailable},
 	{ErrKeyspaceRequired, codes.InvalidArgument},
 	{ErrUnknownShard, codes.NotFound},
+	{ErrNoChains, codes.FailedPrecondition},
+	{ErrNoClusterConfig, codes.FailedPrecondition},
+	{ErrNoKeyspace, codes.NotFound},
+	{ErrNoDebugFaults, codes.FailedPrecondition},
 	{catalog.ErrUnknownShard, codes.NotFound},
 	{catalog.ErrNotReplica, codes.FailedPrecondition},
 	{catalog.ErrNodeDown, codes.FailedPrecondition},

@@ -1,10 +1,9 @@
 package rpc
 
 import (
-	"context"
+	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"context"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 )
@@ -33,7 +32,7 @@ type ChainStatus interface {
 // Repair implements adminv1.GeoServer.
 func (g *Geo) Repair(req *adminv1.RepairRequest, stream adminv1.Geo_RepairServer) error {
 	if g.deps.Chain == nil {
-		return status.Error(codes.FailedPrecondition, "this node runs no chains of sites")
+		return adminStatus(ErrNoChains)
 	}
 	var only *uint32
 	if req.HasShard {
@@ -42,7 +41,7 @@ func (g *Geo) Repair(req *adminv1.RepairRequest, stream adminv1.Geo_RepairServer
 	}
 	err := g.deps.Chain.Repair(stream.Context(), req.Keyspace, only, func(p *adminv1.RepairProgress) { _ = stream.Send(p) })
 	if err != nil && stream.Context().Err() == nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return adminStatus(fmt.Errorf("%w: %v", ErrBadRequest, err))
 	}
 	return err
 }

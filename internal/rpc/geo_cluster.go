@@ -1,11 +1,10 @@
 package rpc
 
 import (
+	"fmt"
+
 	"context"
 	"sort"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
@@ -25,7 +24,7 @@ type ClusterConfig interface {
 // Sites implements adminv1.GeoServer.
 func (g *Geo) Sites(context.Context, *adminv1.SitesRequest) (*adminv1.SitesResponse, error) {
 	if g.deps.Cluster == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, _ := g.deps.Cluster.Config()
 	resp := &adminv1.SitesResponse{LocalSite: g.deps.Site, ConfigVersion: cfg.Version}
@@ -58,7 +57,7 @@ func (g *Geo) Sites(context.Context, *adminv1.SitesRequest) (*adminv1.SitesRespo
 // CreateKeyspace implements adminv1.GeoServer.
 func (g *Geo) CreateKeyspace(ctx context.Context, req *adminv1.CreateKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
 	if g.deps.Cluster == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, err := g.deps.Cluster.CreateKeyspace(ctx, cluster.Keyspace{Name: req.Name, Shards: req.Shards, Sites: req.Sites})
 	if err != nil {
@@ -70,7 +69,7 @@ func (g *Geo) CreateKeyspace(ctx context.Context, req *adminv1.CreateKeyspaceReq
 // ListKeyspaces implements adminv1.GeoServer.
 func (g *Geo) ListKeyspaces(context.Context, *adminv1.ListKeyspacesRequest) (*adminv1.ListKeyspacesResponse, error) {
 	if g.deps.Cluster == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, _ := g.deps.Cluster.Config()
 	names := make([]string, 0, len(cfg.Keyspaces))
@@ -89,7 +88,7 @@ func (g *Geo) ListKeyspaces(context.Context, *adminv1.ListKeyspacesRequest) (*ad
 // GetKeyspace implements adminv1.GeoServer.
 func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
 	if g.deps.Cluster == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, _ := g.deps.Cluster.Config()
 	return keyspaceResponse(cfg, req.Name)
@@ -98,7 +97,7 @@ func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*
 // SetKeyspaceSites implements adminv1.GeoServer.
 func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSitesRequest) (*adminv1.KeyspaceResponse, error) {
 	if g.deps.Cluster == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this node has no cluster configuration")
+		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, err := g.deps.Cluster.SetKeyspaceSites(ctx, req.Name, req.Sites)
 	if err != nil {
@@ -110,7 +109,7 @@ func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSite
 func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {
 	ks, ok := cfg.Keyspace(name)
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "keyspace %q does not exist", name)
+		return nil, adminStatus(fmt.Errorf("%w: %q", ErrNoKeyspace, name))
 	}
 	return &adminv1.KeyspaceResponse{Keyspace: keyspaceProto(ks), ConfigVersion: cfg.Version}, nil
 }

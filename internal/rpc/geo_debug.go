@@ -1,10 +1,9 @@
 package rpc
 
 import (
-	"context"
+	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"context"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 )
@@ -20,7 +19,7 @@ type SiteFaults interface {
 }
 
 // errNoFaults answers the debug commands of a node without a fault layer.
-var errNoFaults = status.Error(codes.FailedPrecondition, "start kvd with --debug-faults (test and demo only)")
+var errNoFaults = adminStatus(ErrNoDebugFaults)
 
 // DebugPartition implements adminv1.GeoServer.
 func (g *Geo) DebugPartition(_ context.Context, req *adminv1.DebugPartitionRequest) (*adminv1.DebugPartitionResponse, error) {
@@ -28,11 +27,11 @@ func (g *Geo) DebugPartition(_ context.Context, req *adminv1.DebugPartitionReque
 		return nil, errNoFaults
 	}
 	if req.Site == "" {
-		return nil, status.Error(codes.InvalidArgument, "site is required")
+		return nil, adminStatus(fmt.Errorf("%w: site is required", ErrBadRequest))
 	}
 	sites, err := g.deps.Faults.PartitionSite(req.Site)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, adminStatus(fmt.Errorf("%w: %v", ErrBadRequest, err))
 	}
 	return &adminv1.DebugPartitionResponse{PartitionedSites: sites}, nil
 }
