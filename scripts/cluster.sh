@@ -21,6 +21,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
+NAME=cluster
+# shellcheck source=scripts/nodes.sh
+source scripts/nodes.sh
+
 DIR=data/cluster
 KVD=bin/kvd
 KVCTL=bin/kvctl
@@ -65,20 +69,6 @@ pid_of() {
 	return 1
 }
 
-# port_busy PORT succeeds if something accepts TCP connections on it.
-port_busy() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# http_status URL prints the HTTP status code of a GET (000 if none).
-http_status() {
-	if command -v curl >/dev/null; then
-		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
-	else
-		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
-	fi
-}
-
 start_node() {
 	local n=$1 b
 	b=$(base "$n")
@@ -96,34 +86,6 @@ start_node() {
 		nohup "$KVD" "${args[@]}" >>"$DIR/$n.log" 2>&1 </dev/null &
 	fi
 	echo $! >"$DIR/$n.pid"
-}
-
-# fail_up MESSAGE shows the logs' ends, stops what up started and exits.
-fail_up() {
-	echo >&2
-	echo "cluster: $*" >&2
-	local n
-	for n in "${NODES[@]}"; do
-		if [[ -f $DIR/$n.log ]]; then
-			echo "--- last lines of $DIR/$n.log:" >&2
-			tail -n 5 "$DIR/$n.log" >&2
-		fi
-	done
-	stop_all >&2
-	exit 1
-}
-
-# wait_http NODE PATH waits (with dots) until the node answers 200 on PATH;
-# it fails the start if the node exits or the deadline passes.
-wait_http() {
-	local n=$1 path=$2 url
-	url="http://$(http_addr "$n")$path"
-	while [[ $(http_status "$url") != 200 ]]; do
-		pid_of "$n" >/dev/null || fail_up "$n exited during start"
-		((SECONDS < deadline)) || fail_up "$n not ready after ${READY_TIMEOUT}s ($url)"
-		printf .
-		sleep 0.5
-	done
 }
 
 # placed succeeds once every shard has REPLICAS voting replicas.
@@ -205,43 +167,6 @@ cmd_up() {
 	echo "  export CAUSEWAY_ENDPOINTS=$(endpoints)"
 	echo "  bin/kvctl put greeting hello && bin/kvctl get greeting"
 	echo "Stop with: make cluster-down (logs in $DIR/nN.log)"
-}
-
-# stop_all sends SIGTERM to every running node and waits for them to exit
-# (SIGKILL after CLUSTER_STOP_TIMEOUT seconds).
-stop_all() {
-	local n pid pids=() names=() end
-	for n in "${NODES[@]}"; do
-		if pid=$(pid_of "$n"); then
-			kill -TERM "$pid" 2>/dev/null || true
-			pids+=("$pid")
-			names+=("$n")
-		fi
-	done
-	if ((${#pids[@]} == 0)); then
-		echo "cluster: not running"
-		return 0
-	fi
-	printf 'stopping %s' "${names[*]}"
-	end=$((SECONDS + STOP_TIMEOUT))
-	while :; do
-		local alive=0
-		for pid in "${pids[@]}"; do
-			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-		done
-		((alive)) || break
-		if ((SECONDS >= end)); then
-			echo
-			echo "cluster: still running after ${STOP_TIMEOUT}s; sending SIGKILL" >&2
-			for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-			sleep 0.5
-			break
-		fi
-		printf .
-		sleep 0.5
-	done
-	for n in "${names[@]}"; do rm -f "$DIR/$n.pid"; done
-	echo " stopped"
 }
 
 cmd_down() {

@@ -24,6 +24,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
+NAME=geo
+# shellcheck source=scripts/nodes.sh
+source scripts/nodes.sh
+
 DIR=data/geo
 KVD=bin/kvd
 KVCTL=bin/kvctl
@@ -75,16 +79,6 @@ pid_of() {
 	return 1
 }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-http_status() {
-	if command -v curl >/dev/null; then
-		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
-	else
-		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
-	fi
-}
-
 start_node() {
 	local n=$1 site=${1%-*} node=${1#*-} b
 	b=$(base "$n")
@@ -105,31 +99,6 @@ start_node() {
 		nohup "$KVD" "${args[@]}" >>"$DIR/$n.log" 2>&1 </dev/null &
 	fi
 	echo $! >"$DIR/$n.pid"
-}
-
-fail_up() {
-	echo >&2
-	echo "geo: $*" >&2
-	local n
-	for n in "${NODES[@]}"; do
-		if [[ -f $DIR/$n.log ]]; then
-			echo "--- last lines of $DIR/$n.log:" >&2
-			tail -n 5 "$DIR/$n.log" >&2
-		fi
-	done
-	stop_all >&2
-	exit 1
-}
-
-wait_http() {
-	local n=$1 path=$2 url
-	url="http://$(http_addr "$n")$path"
-	while [[ $(http_status "$url") != 200 ]]; do
-		pid_of "$n" >/dev/null || fail_up "$n exited during start (see $DIR/$n.log)"
-		((SECONDS < deadline)) || fail_up "$n not ready after ${READY_TIMEOUT}s ($url)"
-		printf .
-		sleep 0.5
-	done
 }
 
 # all_sites succeeds once a node of every site lists the three sites.
@@ -201,41 +170,6 @@ cmd_up() {
 	echo "  bin/kvctl --endpoints $(site_endpoints s1) cluster sites"
 	echo "  bin/kvctl --endpoints $(site_endpoints s2) debug partition --site s1   # then: debug heal"
 	echo "Stop with: make geo-down (logs in $DIR/SITE-NODE.log)"
-}
-
-stop_all() {
-	local n pid pids=() names=() end
-	for n in "${NODES[@]}"; do
-		if pid=$(pid_of "$n"); then
-			kill -TERM "$pid" 2>/dev/null || true
-			pids+=("$pid")
-			names+=("$n")
-		fi
-	done
-	if ((${#pids[@]} == 0)); then
-		echo "geo: not running"
-		return 0
-	fi
-	printf 'stopping %s' "${names[*]}"
-	end=$((SECONDS + STOP_TIMEOUT))
-	while :; do
-		local alive=0
-		for pid in "${pids[@]}"; do
-			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-		done
-		((alive)) || break
-		if ((SECONDS >= end)); then
-			echo
-			echo "geo: still running after ${STOP_TIMEOUT}s; sending SIGKILL" >&2
-			for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-			sleep 0.5
-			break
-		fi
-		printf .
-		sleep 0.5
-	done
-	for n in "${names[@]}"; do rm -f "$DIR/$n.pid"; done
-	echo " stopped"
 }
 
 cmd_status() {

@@ -78,9 +78,17 @@ func startKVD(t *testing.T, dataDir string) *proc {
 // limit): a write past it fails with EFBIG, like a full disk.
 func startKVDLimited(t *testing.T, dataDir string, fileKB int) *proc {
 	t.Helper()
-	p := &proc{clientAddr: freeAddr(t), http: freeAddr(t)}
-	args := []string{"--data-dir", dataDir, "--client-addr", p.clientAddr, "--http-addr", p.http,
-		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn"}
+	clientAddr, httpAddr := freeAddr(t), freeAddr(t)
+	return runKVD(t, clientAddr, httpAddr, fileKB, "--data-dir", dataDir, "--client-addr", clientAddr, "--http-addr", httpAddr,
+		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn")
+}
+
+// runKVD runs kvd with args (which listen on clientAddr and httpAddr), with
+// the size of its files limited to fileKB kilobytes if not 0, and waits
+// until /readyz answers 200.
+func runKVD(t *testing.T, clientAddr, httpAddr string, fileKB int, args ...string) *proc {
+	t.Helper()
+	p := &proc{clientAddr: clientAddr, http: httpAddr}
 	if fileKB > 0 {
 		p.cmd = exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -f %d && exec "$0" "$@"`, fileKB), kvdBinary}, args...)...)
 	} else {
@@ -98,7 +106,7 @@ func startKVDLimited(t *testing.T, dataDir string, fileKB int) *proc {
 	p.exited = make(chan struct{})
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
-	err = poll.Every(20*time.Millisecond).Wait(30*time.Second, func() error {
+	err = poll.Every(20*time.Millisecond).Wait(60*time.Second, func() error {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err != nil {
 			return err
@@ -111,7 +119,7 @@ func startKVDLimited(t *testing.T, dataDir string, fileKB int) *proc {
 	})
 	if err != nil {
 		b, _ := os.ReadFile(logf.Name())
-		t.Fatalf("kvd not ready: %v\n%s", err, b)
+		t.Fatalf("kvd %v not ready: %v\n%s", args, err, b)
 	}
 	return p
 }

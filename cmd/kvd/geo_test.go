@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,36 +37,7 @@ func startSite(t *testing.T, site, joinCluster string) *siteProc {
 // start runs the process and waits until /readyz answers 200.
 func (sp *siteProc) start(t *testing.T) {
 	t.Helper()
-	p := &proc{clientAddr: sp.client, http: sp.httpAddr}
-	p.cmd = exec.Command(kvdBinary, sp.args...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "kvd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.log = logf.Name()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.exited = make(chan struct{})
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
-	err = poll.Every(50*time.Millisecond).Wait(60*time.Second, func() error {
-		resp, err := http.Get("http://" + p.http + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
-		b, _ := os.ReadFile(logf.Name())
-		t.Fatalf("kvd %v not ready: %v\n%s", sp.args[:2], err, b)
-	}
-	sp.proc = p
+	sp.proc = runKVD(t, sp.client, sp.httpAddr, 0, sp.args...)
 }
 
 func (sp *siteProc) kill() {

@@ -13,6 +13,7 @@ import (
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/snapstore"
 )
 
 // CommandFormat is the catalog command format this build writes and accepts.
@@ -207,7 +208,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snapshotBytes(b), nil
+	return snapstore.Bytes(b), nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -230,15 +231,3 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Unlock()
 	return nil
 }
-
-type snapshotBytes []byte
-
-func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snapshotBytes) Release() {}

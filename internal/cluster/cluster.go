@@ -576,7 +576,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snapshotBytes(b), nil
+	return snapstore.Bytes(b), nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -595,15 +595,3 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.onChange(cfg)
 	return nil
 }
-
-type snapshotBytes []byte
-
-func (s snapshotBytes) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snapshotBytes) Release() {}

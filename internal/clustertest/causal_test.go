@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-db/causeway/internal/causalcheck"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 )
 
@@ -293,16 +294,12 @@ func finalVersions(t *testing.T, c *Cluster, keys []string) causalcheck.Final {
 				if g == nil {
 					return fmt.Errorf("%s holds no replica of %s", n.ID, sh)
 				}
-				var rec storage.Record
-				var found bool
-				if err := g.Read(func(st *storage.ShardTx) (err error) {
-					rec, found, err = st.Latest([]byte(k), true)
-					return err
-				}); err != nil {
+				v, found, err := newestVersion(g, k)
+				if err != nil {
 					return err
 				}
 				if found {
-					m[k] = rec.Version
+					m[k] = v
 				}
 			}
 			final[n.ID] = m
@@ -325,4 +322,15 @@ func finalVersions(t *testing.T, c *Cluster, keys []string) causalcheck.Final {
 		t.Logf("replicas did not converge: %v (the checker reports it)", err)
 	}
 	return final
+}
+
+// newestVersion returns the newest version of key (a tombstone's too) in
+// replica g.
+func newestVersion(g *shard.Group, key string) (v causal.Version, found bool, err error) {
+	err = g.Read(func(st *storage.ShardTx) error {
+		rec, ok, err := st.Latest([]byte(key), true)
+		v, found = rec.Version, ok
+		return err
+	})
+	return v, found, err
 }

@@ -107,16 +107,12 @@ func (fs *fixedSites) finalVersions(t *testing.T, keys []string) causalcheck.Fin
 			if g == nil {
 				t.Fatalf("%s has no leader of %s", site, sh)
 			}
-			var rec storage.Record
-			var found bool
-			if err := g.Read(func(st *storage.ShardTx) (err error) {
-				rec, found, err = st.Latest([]byte(k), true)
-				return err
-			}); err != nil {
+			v, found, err := newestVersion(g, k)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if found {
-				m[k] = rec.Version
+				m[k] = v
 			}
 		}
 		final[site] = m
@@ -141,8 +137,8 @@ func checkHistory(t *testing.T, rec *causalcheck.Recorder, final causalcheck.Fin
 
 // geoSession runs one session's operations at site until ctx ends or ops
 // operations ran: puts, deletes and CAUSAL gets of keys, recorded in rec.
-// It returns the number of failed LOCAL writes.
-func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, rng *rand.Rand, site, name string, keys []string, ops int) (failed int) {
+// It returns the number of failed LOCAL writes and the first failure.
+func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, rng *rand.Rand, site, name string, keys []string, ops int) (failed int, first error) {
 	var tok []byte
 	gen := 0
 	sess := func() string { return fmt.Sprintf("%s/g%d", name, gen) }
@@ -153,7 +149,7 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 		}
 		node := nodes[rng.IntN(len(nodes))]
 		key := keys[rng.IntN(len(keys))]
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // in flight when the workload ends: it completes
 		switch r := rng.IntN(10); {
 		case r < 4:
 			val := fmt.Sprintf("%s/%d", sess(), n)
@@ -163,6 +159,9 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 				rec.End(h, "", causal.Version{}, causalcheck.Unknown)
 				tok, gen = nil, gen+1
 				failed++
+				if first == nil {
+					first = fmt.Errorf("%s at %s: %w", key, site, err)
+				}
 			} else {
 				rec.End(h, "", causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}, causalcheck.OK)
 				tok = resp.Header.Session
@@ -174,6 +173,9 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 				rec.End(h, "", causal.Version{}, causalcheck.Unknown)
 				tok, gen = nil, gen+1
 				failed++
+				if first == nil {
+					first = fmt.Errorf("%s at %s: %w", key, site, err)
+				}
 			} else {
 				rec.End(h, "", causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}, causalcheck.OK)
 				tok = resp.Header.Session
@@ -191,7 +193,7 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 		}
 		cancel()
 	}
-	return failed
+	return failed, first
 }
 
 // siteFaults changes the links between sites at random until ctx ends:
@@ -264,15 +266,19 @@ func geoConvergenceRound(t *testing.T, seed int) {
 	go func() { defer wg.Done(); siteFaults(ctx, fs, frng) }()
 	var mu sync.Mutex
 	failed := 0
+	var firstErr error
 	for _, site := range fs.Order {
 		for s := range 2 {
 			srng := rand.New(rand.NewPCG(uint64(seed), uint64(len(site)*10+s)+uint64(site[1])))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				f := geoSession(ctx, fs, rec, srng, site, fmt.Sprintf("seed%d/%s/c%d", seed, site, s), keys, 60)
+				f, err := geoSession(ctx, fs, rec, srng, site, fmt.Sprintf("seed%d/%s/c%d", seed, site, s), keys, 60)
 				mu.Lock()
 				failed += f
+				if firstErr == nil {
+					firstErr = err
+				}
 				mu.Unlock()
 			}()
 		}
@@ -280,7 +286,7 @@ func geoConvergenceRound(t *testing.T, seed int) {
 	wg.Wait()
 	fs.Net.Heal()
 	if failed > 0 {
-		t.Errorf("%d LOCAL writes failed while only the links between sites were faulty", failed)
+		t.Errorf("%d LOCAL writes failed while only the links between sites were faulty; the first: %v", failed, firstErr)
 	}
 	fs.waitConverged(t, 30*time.Second)
 	checkHistory(t, rec, fs.waitFinalVersions(t, keys, 30*time.Second))

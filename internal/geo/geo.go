@@ -350,16 +350,68 @@ func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Sha
 	go func() {
 		defer s.wg.Done()
 		defer func() { s.mu.Lock(); delete(s.chainSet, sh); s.mu.Unlock() }()
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		defer cancel()
-		_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: desired, LogCapBytes: s.cfg.LogCapBytes}}})
-		if err != nil {
+		if err := s.proposeChain(ctx, g, sh, old, desired); err != nil {
 			s.log.Debug("setting the chain failed", "shard", sh.String(), "err", err)
-			return
 		}
-		s.log.Info("shard chain set", "shard", sh.String(), "chain", desired, "was", old)
-		s.chainAdded(g, sh, old, desired)
 	}()
+}
+
+// proposeChain sets the shard's chain to desired (was old) and brings
+// the sites added to it up to date. A replica that had no chain first
+// learns how far the other sites got with this site's writes and numbers
+// its next writes after that: if it was rebuilt from nothing, its new
+// writes would otherwise reuse sequence numbers the others took for
+// duplicates.
+func (s *Service) proposeChain(ctx context.Context, g *shard.Group, sh placement.Shard, old, desired []string) error {
+	if len(old) == 0 {
+		s.adoptOwnProgress(ctx, g, sh, desired)
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	if _, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: desired, LogCapBytes: s.cfg.LogCapBytes}}}); err != nil {
+		return fmt.Errorf("%s: setting the chain of sites %v: %w", sh, desired, err)
+	}
+	s.log.Info("shard chain set", "shard", sh.String(), "chain", desired, "was", old)
+	s.chainAdded(g, sh, old, desired)
+	return nil
+}
+
+// adoptOwnProgress asks the other sites of chain (in parallel, each within
+// CallTimeout) how far they applied this site's writes to sh, and moves
+// this replica's write sequence past the furthest. Sites that do not
+// answer are passed over: a rebuilt replica that could not learn their
+// progress is found out when it ships to them, and repaired.
+func (s *Service) adoptOwnProgress(ctx context.Context, g *shard.Group, sh placement.Shard, chain []string) {
+	var mu sync.Mutex
+	var best storage.Progress
+	var wg sync.WaitGroup
+	for _, site := range chain {
+		if site == s.cfg.Site {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
+				resp, err := c.SiteDigest(ctx, &peerv1.SiteDigestRequest{Keyspace: sh.Keyspace, Shard: sh.ID})
+				if err != nil {
+					return err
+				}
+				for _, p := range resp.Origins {
+					if p.GetSite() == s.cfg.Site {
+						mu.Lock()
+						best = maxProgress(best, storage.Progress{Seq: p.Seq, HLC: p.Hlc})
+						mu.Unlock()
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if best.Seq > g.Geo().Local.Seq {
+		s.renumber(ctx, g, streamKey{sh, s.cfg.Site}, best)
+	}
 }
 
 // detached returns a context for background work started by a request
@@ -387,13 +439,7 @@ func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.
 	if slices.Equal(old, ks.Sites) {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	if _, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_SetChain{SetChain: &peerv1.SetChain{Sites: ks.Sites, LogCapBytes: s.cfg.LogCapBytes}}}); err != nil {
-		return fmt.Errorf("%s: setting the chain of sites %v: %w", sh, ks.Sites, err)
-	}
-	s.chainAdded(g, sh, old, ks.Sites)
-	return nil
+	return s.proposeChain(ctx, g, sh, old, ks.Sites)
 }
 
 // chainAdded brings the sites added to a shard's chain up to date by

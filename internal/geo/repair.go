@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
@@ -108,8 +107,10 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	// holds at least what they cover.
 	geo := g.Geo()
 	marks := []*peerv1.RepairProgressMark{{Origin: s.cfg.Site, Seq: geo.Local.Seq, Hlc: geo.Local.HLC}}
+	covered := map[string]uint64{s.cfg.Site: geo.Local.HLC}
 	for o, pr := range geo.Origins {
 		marks = append(marks, &peerv1.RepairProgressMark{Origin: o, Seq: pr.Seq, Hlc: pr.HLC})
+		covered[o] = pr.HLC
 	}
 	var theirs *peerv1.SiteDigestResponse
 	if err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
@@ -125,7 +126,7 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	var mine storage.Digest
 	if err := g.Read(func(tx *storage.ShardTx) error {
 		var err error
-		mine, err = tx.DigestAt(math.MaxUint64)
+		mine, err = tx.DigestNewest()
 		return err
 	}); err != nil {
 		return p, err
@@ -151,6 +152,13 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	if len(diff) > 0 {
 		err := g.Read(func(tx *storage.ShardTx) error {
 			return tx.NewestInSlots(diff, func(r storage.Record) error {
+				if r.Version.HLC > covered[r.Version.Site] {
+					// Newer than the progress the marks give: it is still
+					// on its way down the chain, and a site must not show
+					// a version its progress does not cover (dependencies
+					// on it would wait for what it already has).
+					return nil
+				}
 				batch = append(batch, &peerv1.RepairRecord{Key: r.Key, Value: r.Value, Tombstone: r.Tombstone, Hlc: r.Version.HLC, Site: r.Version.Site})
 				size += len(r.Key) + len(r.Value) + 32
 				if size >= repairBatchBytes {

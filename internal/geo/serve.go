@@ -3,7 +3,6 @@ package geo
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,6 +32,16 @@ func (s *Service) leader(ctx context.Context, sh placement.Shard) (*shard.Group,
 		return nil, nil, nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
 	}
 	return nil, peerv1.NewChainClient(conn), router.ForwardCtx(ctx), nil
+}
+
+// heldLeader is leader for a shard this site must hold.
+func (s *Service) heldLeader(ctx context.Context, keyspace string, id uint32) (placement.Shard, *shard.Group, peerv1.ChainClient, context.Context, error) {
+	_, sh, ok := s.held(keyspace, id)
+	if !ok {
+		return sh, nil, nil, nil, status.Errorf(codes.FailedPrecondition, "site %s does not hold shard %d of keyspace %q", s.cfg.Site, id, keyspace)
+	}
+	g, fwd, fctx, err := s.leader(ctx, sh)
+	return sh, g, fwd, fctx, err
 }
 
 // held checks a request's shard against the configuration.
@@ -193,11 +202,7 @@ func (s *Service) keyspaceOf(name string) (cluster.Keyspace, bool) {
 
 // SiteDigest implements peerv1.ChainServer.
 func (s *Service) SiteDigest(ctx context.Context, req *peerv1.SiteDigestRequest) (*peerv1.SiteDigestResponse, error) {
-	_, sh, ok := s.held(req.Keyspace, req.Shard)
-	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "site %s does not hold shard %d of keyspace %q", s.cfg.Site, req.Shard, req.Keyspace)
-	}
-	g, fwd, fctx, err := s.leader(ctx, sh)
+	sh, g, fwd, fctx, err := s.heldLeader(ctx, req.Keyspace, req.Shard)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +212,7 @@ func (s *Service) SiteDigest(ctx context.Context, req *peerv1.SiteDigestRequest)
 	var d storage.Digest
 	if err := g.Read(func(tx *storage.ShardTx) error {
 		var err error
-		d, err = tx.DigestAt(math.MaxUint64)
+		d, err = tx.DigestNewest()
 		return err
 	}); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
@@ -225,11 +230,7 @@ func (s *Service) Repair(ctx context.Context, req *peerv1.RepairShardRequest) (*
 	if req.GetRepair() == nil || req.FromSite == "" {
 		return nil, status.Error(codes.InvalidArgument, "repair: no records or sending site")
 	}
-	_, sh, ok := s.held(req.Keyspace, req.Shard)
-	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "site %s does not hold shard %d of keyspace %q", s.cfg.Site, req.Shard, req.Keyspace)
-	}
-	g, fwd, fctx, err := s.leader(ctx, sh)
+	sh, g, fwd, fctx, err := s.heldLeader(ctx, req.Keyspace, req.Shard)
 	if err != nil {
 		return nil, err
 	}

@@ -398,3 +398,19 @@ func (k *sink) Cancel() error {
 	}
 	return nil
 }
+
+// Bytes is a raft snapshot of a state machine encoded whole in memory (the
+// small catalog and cluster groups).
+type Bytes []byte
+
+// Persist implements raft.FSMSnapshot.
+func (b Bytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(b); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (Bytes) Release() {}

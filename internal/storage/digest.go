@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
@@ -149,6 +150,18 @@ func (s *ShardTx) Digest() (Digest, error) {
 // replica, which differ between sites whose data agrees. Index is set;
 // MaxHLC and Requests are zero.
 func (s *ShardTx) DigestAt(atHLC uint64) (Digest, error) {
+	return s.digestAt(atHLC, false)
+}
+
+// DigestNewest fingerprints every key's newest version, tombstones
+// included: two sites compare it before anti-entropy, so that a delete one
+// of them lacks is found too. (A tombstone that one site has collected
+// and the other not yet differs as well; sending it again is harmless.)
+func (s *ShardTx) DigestNewest() (Digest, error) {
+	return s.digestAt(math.MaxUint64, true)
+}
+
+func (s *ShardTx) digestAt(atHLC uint64, tombstones bool) (Digest, error) {
 	var d Digest
 	if s.state != nil {
 		d.Index, _ = s.Applied()
@@ -174,7 +187,7 @@ func (s *ShardTx) DigestAt(atHLC uint64) (Digest, error) {
 			continue
 		}
 		seen = true
-		if len(v) > 0 && v[0]&flagTomb == 0 {
+		if len(v) > 0 && (tombstones || v[0]&flagTomb == 0) {
 			h.add(slotOfPrefix(key), k, v)
 			d.Entries++
 		}

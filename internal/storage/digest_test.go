@@ -207,6 +207,36 @@ func TestDigestAtIgnoresCollectionHistory(t *testing.T) {
 	}
 }
 
+// TestDigestNewestSeesDeletes: two sites that agree on the live keys but
+// not on a delete look the same to DigestAt and differ in DigestNewest, in
+// the slot of the deleted key (anti-entropy compares DigestNewest).
+func TestDigestNewestSeesDeletes(t *testing.T) {
+	a, b := newDB(t), newDB(t)
+	same := []Record{
+		{Key: []byte("x"), Version: ver(10, "s1"), Value: []byte("x")},
+		{Key: []byte("y"), Version: ver(11, "s2"), Tombstone: true},
+	}
+	putRecords(t, a, testShard, same...)
+	putRecords(t, b, testShard, same...)
+	putRecords(t, b, testShard, Record{Key: []byte("y"), Version: ver(12, "s3"), Tombstone: true})
+	if da, db := digestAt(t, a, testShard, 100), digestAt(t, b, testShard, 100); da != db {
+		t.Fatalf("DigestAt differs on a delete: %v and %v", da, db)
+	}
+	newest := func(db *DB) Digest {
+		var d Digest
+		view(t, db, testShard, func(s *ShardTx) {
+			var err error
+			if d, err = s.DigestNewest(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return d
+	}
+	if diff := newest(a).DiffSlots(newest(b)); !slices.Equal(diff, []int{SlotOf([]byte("y"))}) {
+		t.Fatalf("DigestNewest differs in slots %v, want the slot of y", diff)
+	}
+}
+
 // TestSlotOfSpreadsOneShard: the keys of one shard (placement hashes keys
 // with FNV-1a modulo the shard count) fill every slot, so that a slot
 // narrows a difference down to about 1/DigestSlots of a shard.
