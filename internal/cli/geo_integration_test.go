@@ -85,3 +85,33 @@ func TestIntegrationSitesAndKeyspaces(t *testing.T) {
 		t.Fatalf("set-sites of the default keyspace: exit %d", r.code)
 	}
 }
+
+// TestIntegrationRepairAndDurability runs cluster repair (progress lines
+// per shard and site, then a total) and put --durability sites=N against
+// two sites.
+func TestIntegrationRepairAndDurability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two sites")
+	}
+	s := clustertest.NewSites(t, clustertest.SitesOptions{Sites: []string{"s1", "s2"}, NodesPerSite: 1, Shards: 2})
+	env := map[string]string{EnvEndpoints: s.Site("s1").Nodes[0].Srv.ClientAddr()}
+	run := func(args ...string) result {
+		t.Helper()
+		return kvctl(t, "", env, args...)
+	}
+	mustOK(t, run("--timeout", "30s", "put", "--durability", "sites=2", "k", "v"))
+	if r := run("put", "--durability", "sites=3", "k", "v"); r.code == ExitOK || !strings.Contains(r.stderr, "SITES(3)") {
+		t.Fatalf("put sites=3 on two sites: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r := mustOK(t, run("cluster", "repair"))
+	if !strings.Contains(r.stdout, "default/0 -> s2") || !strings.Contains(r.stdout, "default/1 -> s2") || !strings.Contains(r.stdout, "repaired 2 shard-site pairs") {
+		t.Fatalf("cluster repair: %s", r.stdout)
+	}
+	r = mustOK(t, run("cluster", "repair", "--keyspace", "default", "--shard", "1"))
+	if strings.Contains(r.stdout, "default/0") || !strings.Contains(r.stdout, "[1/1] default/1 -> s2") {
+		t.Fatalf("cluster repair --shard 1: %s", r.stdout)
+	}
+	if r := run("cluster", "repair", "--shard", "1"); r.code != ExitUsage {
+		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
+	}
+}
