@@ -178,6 +178,7 @@ type Service struct {
 	pings    map[string]pingState             // per site; REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
 	stop     chan struct{}                    // closed when Run ends
+	stopping bool                             // Run is ending: no new goroutines; REQUIRES: mu
 	wg       sync.WaitGroup
 }
 
@@ -248,6 +249,7 @@ func (s *Service) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			s.mu.Lock()
+			s.stopping = true
 			for k, cancel := range s.shippers {
 				cancel()
 				delete(s.shippers, k)
@@ -317,6 +319,9 @@ func (s *Service) startShippers(ctx context.Context, want map[streamKey]*shard.G
 		if _, ok := s.shippers[k]; ok {
 			continue
 		}
+		if s.stopping {
+			return
+		}
 		sctx, cancel := context.WithCancel(ctx)
 		s.shippers[k] = cancel
 		s.wg.Add(1)
@@ -346,14 +351,29 @@ func (s *Service) setChain(ctx context.Context, g *shard.Group, sh placement.Sha
 	}
 	s.chainSet[sh] = true
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		defer func() { s.mu.Lock(); delete(s.chainSet, sh); s.mu.Unlock() }()
 		if err := s.proposeChain(ctx, g, sh, old, desired); err != nil {
 			s.log.Debug("setting the chain failed", "shard", sh.String(), "err", err)
 		}
+	})
+}
+
+// spawn runs f in a goroutine that Run waits for before it returns. Once
+// Run is ending it runs nothing and returns false: requests are still
+// served while the node stops.
+func (s *Service) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
 	}()
+	return true
 }
 
 // proposeChain sets the shard's chain to desired (was old) and brings

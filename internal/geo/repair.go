@@ -71,9 +71,7 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 	s.aeLast[sh] = time.Now()
 	s.mu.Unlock()
 	ctx, cancel := start()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	ok := s.spawn(func() {
 		defer cancel()
 		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
 		p, err := s.repairShard(ctx, g, sh, site)
@@ -85,7 +83,13 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 		}
 		s.log.Info("anti-entropy done", "shard", sh.String(), "site", site, "reason", reason,
 			"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent)
-	}()
+	})
+	if !ok {
+		cancel()
+		s.mu.Lock()
+		delete(s.aeBusy, rk)
+		s.mu.Unlock()
+	}
 }
 
 // repairShard compares this site's replica of sh (g, which leads) with

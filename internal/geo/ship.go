@@ -239,9 +239,7 @@ func (s *Service) proposeStable(ctx context.Context, g *shard.Group, k streamKey
 	}
 	st.proposed, st.lastProp = p, time.Now()
 	st.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.spawn(func() {
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		defer cancel()
 		if _, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Stable{Stable: &peerv1.Stable{Origin: k.origin, Seq: p.Seq, Hlc: p.HLC}}}); err != nil {
@@ -249,7 +247,7 @@ func (s *Service) proposeStable(ctx context.Context, g *shard.Group, k streamKey
 			st.proposed = storage.Progress{}
 			st.mu.Unlock()
 		}
-	}()
+	})
 }
 
 // send calls Ship on a node of site: the one that answered last first.
@@ -328,9 +326,7 @@ func (s *Service) pingLoop(ctx context.Context) {
 			if busy {
 				continue
 			}
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
+			s.spawn(func() {
 				start := time.Now()
 				err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
 					_, err := c.Ping(ctx, &peerv1.PingRequest{FromSite: s.cfg.Site})
@@ -348,7 +344,7 @@ func (s *Service) pingLoop(ctx context.Context) {
 				if err == nil {
 					s.m.rtt.WithLabelValues(site).Set(rtt.Seconds())
 				}
-			}()
+			})
 		}
 		select {
 		case <-ctx.Done():
