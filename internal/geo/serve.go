@@ -179,6 +179,11 @@ func (s *Service) depsReady(ctx context.Context, own placement.Shard, origin str
 				if dg.HasApplied(d.Origin, d.Hlc) {
 					continue
 				}
+				if i > 0 {
+					// Apply what is ready first: the dependency may wait,
+					// in its own stream, for an update of this batch.
+					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s", w.Seq, keyspace, sh, d.Hlc, d.Origin)
+				}
 				start := time.Now()
 				wctx, cancel := context.WithDeadline(ctx, deadline)
 				err := dg.WaitOrigin(wctx, d.Origin, d.Hlc)

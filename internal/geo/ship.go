@@ -177,7 +177,9 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 		}
 		if resp.Error != "" {
 			s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "site", target, "reason", resp.Error)
-			sleep(ctx, 20*time.Millisecond)
+			if resp.NextSeq <= tk.Seq+1 {
+				sleep(ctx, 20*time.Millisecond) // nothing applied: do not spin
+			}
 		}
 	}
 }
