@@ -22,7 +22,7 @@ func TestPartitionedNodeRejoins(t *testing.T) {
 		t.Skip("long")
 	}
 	c := New(t, 3, nil)
-	ctx := ctxT(t, 3*time.Minute)
+	ctx := ctxT(t, 6*time.Minute)
 	cut := c.Node("n3")
 	c.Isolate(cut)
 	// Past the dead grace (2 s: the others move n3's replicas away) and
