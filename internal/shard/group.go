@@ -124,6 +124,7 @@ type Group struct {
 	lastClose   atomic.Int64
 
 	stop      chan struct{}
+	down      chan struct{} // closed once raft has shut down
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -143,6 +144,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		log:   deps.Logger.With("shard", id.String()),
 		label: id.String(),
 		stop:  make(chan struct{}),
+		down:  make(chan struct{}),
 
 		closeKick: make(chan struct{}, 1),
 	}
@@ -164,6 +166,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = cfg.CommitTimeout
 	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	// Proposals queued in the buffered apply channel are never answered
+	// when raft shuts down; Group.wait does not wait for them.
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
@@ -299,6 +303,7 @@ func (g *Group) Close() error {
 			g.deps.Metrics.remove(g)
 		}
 		err = g.raft.Shutdown().Error()
+		close(g.down)
 		g.checks.drop()
 		if c, ok := g.deps.Transport.(interface{ Close() error }); ok {
 			_ = c.Close()
@@ -338,7 +343,7 @@ func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, e
 	}
 	start := time.Now()
 	f := g.raft.Apply(data, timeoutOf(ctx))
-	if err := wait(ctx, f); err != nil {
+	if err := g.wait(ctx, f); err != nil {
 		g.deps.Metrics.observePropose(g.label, "error", time.Since(start))
 		return fsm.Result{}, g.raftErr(err)
 	}
@@ -377,7 +382,7 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 	if !ready {
 		// A new leader learns the commit index only once an entry of its
 		// own term commits; a barrier makes sure of it (once per term).
-		if err := wait(ctx, g.raft.Barrier(timeoutOf(ctx))); err != nil {
+		if err := g.wait(ctx, g.raft.Barrier(timeoutOf(ctx))); err != nil {
 			return g.raftErr(err)
 		}
 		g.readyMu.Lock()
@@ -546,7 +551,7 @@ func (g *Group) Read(fn func(*storage.ShardTx) error) error {
 // Snapshot takes a raft snapshot now, truncating the log behind it.
 func (g *Group) Snapshot(ctx context.Context) error {
 	f := g.raft.Snapshot()
-	if err := wait(ctx, f); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := g.wait(ctx, f); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("shard %s: snapshot: %w", g.id, err)
 	}
 	return nil
@@ -793,11 +798,14 @@ func timeoutOf(ctx context.Context) time.Duration {
 	return defaultTimeout
 }
 
-// wait waits for a raft future, giving up when ctx ends.
-func wait(ctx context.Context, f raft.Future) error {
-	if ctx.Done() == nil {
-		return f.Error()
-	}
+// wait waits for a raft future, giving up when ctx ends or raft has shut
+// down. Raft abandons some futures at shutdown without an answer (those of
+// committed entries still queued for the state machine, whose outcome is
+// then unknown: they are in the log and apply at restart), so a caller
+// must not wait on one alone (TestProposalsEndWhenTheGroupCloses). The
+// goroutine that waits on such a future stays parked after the caller got
+// ErrRaftShutdown; it holds nothing but the future.
+func (g *Group) wait(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -805,6 +813,13 @@ func wait(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-g.down:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
 	}
 }
 
