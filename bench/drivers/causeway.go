@@ -30,6 +30,9 @@ func openCauseway(ctx context.Context, cfg Config) (System, error) {
 		cc := client.DefaultConfig()
 		cc.Endpoints = rotated(cfg.Endpoints, j)
 		cc.DialTimeout = cfg.DialTimeout
+		if cfg.Keyspace != "" {
+			cc.Keyspace = cfg.Keyspace
+		}
 		c, err := client.New(ctx, cc)
 		if err != nil {
 			s.Close()

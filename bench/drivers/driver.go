@@ -123,6 +123,8 @@ type Config struct {
 	// Endpoints are the client addresses ("host:port") of the system's
 	// nodes; several sites may be listed. Not used by ModeMemory.
 	Endpoints []string
+	// Keyspace is the Causeway keyspace of every call (empty: default).
+	Keyspace string
 	// Clients is the number of client goroutines that will ask for a
 	// Driver; it sizes the connection pool.
 	Clients int

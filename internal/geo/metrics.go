@@ -18,6 +18,7 @@ type Metrics struct {
 	shipped                *prometheus.CounterVec
 	batches                *prometheus.CounterVec
 	shipSec                prometheus.Histogram
+	stabilitySec           prometheus.Histogram
 	rtt                    *prometheus.GaugeVec
 }
 
@@ -59,6 +60,9 @@ func newMetrics() *Metrics {
 			"Ship calls to the next site of a chain (batches, heartbeats), per destination site and result.")), []string{"site", "result"}),
 		shipSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "ship_seconds",
 			Help: "Round trip of a shipped batch, applied at the receiving site.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)}),
+		stabilitySec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "stability_seconds",
+			Help:    "Time from a write of this site to its global stability (applied at every site of its chain), for the newest write each time a shard's stable point advances.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
 		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("site_rtt_seconds",
 			"Last measured round trip to a site (ping through the peer API).")), []string{"site"}),
 	}
@@ -68,6 +72,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsUnchecked, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.rtt)
+		m.depWaitSec, m.depsUnchecked, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.stabilitySec, m.rtt)
 	return m
 }

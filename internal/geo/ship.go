@@ -54,7 +54,11 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 		st.mu.Lock()
 		st.known[s.cfg.Site] = self
 		if k.origin == s.cfg.Site {
+			before := st.stable
 			st.stable = maxProgress(st.stable, minProgress(st.known, chain))
+			if st.stable.Seq > before.Seq {
+				s.observeStability(st.stable)
+			}
 		}
 		st.stable = maxProgress(st.stable, stableState[k.origin])
 		target := st.links.target(chain[pos+1:], s.pingOK)
@@ -403,6 +407,16 @@ func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped b
 		}
 	}
 	return seconds, entries, skipped
+}
+
+// observeStability records how long this site's write p took to become
+// globally stable (applied at every site of its chain).
+func (s *Service) observeStability(p storage.Progress) {
+	if wall, _ := causal.SplitHLC(p.HLC); wall > 0 {
+		if now := uint64(time.Now().UnixMilli()); now >= wall {
+			s.m.stabilitySec.Observe(float64(now-wall) / 1000)
+		}
+	}
 }
 
 // updateLagMetrics refreshes the per-site lag gauges and the age of the

@@ -3,7 +3,8 @@
 // become visible at the other sites (remote visibility, per chain
 // position). With -partition it first cuts the first site's node off from
 // every other site (kvd --debug-faults), so the puts run with every other
-// site away.
+// site away. With -durability all every put waits until every site
+// applied it: its latency is the write's time to global stability.
 //
 //	go run ./bench/cmd/geobench -sites 127.0.0.1:7379,127.0.0.1:8379,127.0.0.1:9379
 package main
@@ -25,14 +26,24 @@ func main() {
 	sites := flag.String("sites", "127.0.0.1:7379,127.0.0.1:8379,127.0.0.1:9379", "client address of one node per site, the writing site first, then the others in chain order")
 	n := flag.Int("n", 200, "puts")
 	partition := flag.Bool("partition", false, "cut the writing site's node off from the other sites during the puts (no visibility measured)")
+	durability := flag.String("durability", "local", "durability of the puts: local or all (all: the put latency is the time to global stability)")
 	flag.Parse()
-	if err := run(strings.Split(*sites, ","), *n, *partition); err != nil {
+	var opts []client.Option
+	switch *durability {
+	case "local":
+	case "all":
+		opts = append(opts, client.WithDurability(client.DurabilityAll))
+	default:
+		fmt.Fprintf(os.Stderr, "geobench: -durability %q: want local or all\n", *durability)
+		os.Exit(2)
+	}
+	if err := run(strings.Split(*sites, ","), *n, *partition, *durability, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "geobench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addrs []string, n int, partition bool) error {
+func run(addrs []string, n int, partition bool, durability string, opts []client.Option) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	clients := make([]*client.Client, len(addrs))
@@ -60,7 +71,7 @@ func run(addrs []string, n int, partition bool) error {
 	for i := range n {
 		key := []byte(fmt.Sprintf("%s%05d", prefix, i))
 		start := time.Now()
-		if _, err := clients[0].Put(ctx, key, []byte("v")); err != nil {
+		if _, err := clients[0].Put(ctx, key, []byte("v"), opts...); err != nil {
 			return fmt.Errorf("put: %w", err)
 		}
 		puts = append(puts, time.Since(start))
@@ -86,7 +97,7 @@ func run(addrs []string, n int, partition bool) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	wg.Wait()
-	fmt.Printf("LOCAL put at %s (%d puts%s): p50 %v p99 %v\n", addrs[0], n, map[bool]string{true: ", every other site cut off"}[partition], pct(puts, 50), pct(puts, 99))
+	fmt.Printf("%s put at %s (%d puts%s): p50 %v p99 %v\n", strings.ToUpper(durability), addrs[0], n, map[bool]string{true: ", every other site cut off"}[partition], pct(puts, 50), pct(puts, 99))
 	for j := 1; j < len(addrs); j++ {
 		if len(vis[j]) > 0 {
 			fmt.Printf("visible at %s (chain position %d): p50 %v p99 %v\n", addrs[j], j, pct(vis[j], 50), pct(vis[j], 99))
