@@ -101,6 +101,33 @@ func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...Option) ([
 	return c.items(o.keyspace, resp.GetHeader(), resp.GetItems()), nil
 }
 
+// GetTxn reads keys (of one keyspace, on any shards) as one causally
+// consistent snapshot: it holds everything this client's session wrote or
+// read, and never a version without the versions it depends on. Missing
+// keys come back with Found false. Consistency options do not apply (the
+// snapshot is causal+). See docs/consistency.md.
+func (c *Client) GetTxn(ctx context.Context, keys [][]byte, opts ...Option) ([]Item, error) {
+	items, _, err := c.GetTxnAt(ctx, keys, opts...)
+	return items, err
+}
+
+// GetTxnAt is GetTxn that also returns the snapshot's HLC (a local HLC of
+// the site that served it).
+func (c *Client) GetTxnAt(ctx context.Context, keys [][]byte, opts ...Option) ([]Item, uint64, error) {
+	o := c.options(opts)
+	req := &kvv1.GetTxnRequest{Keys: keys}
+	var resp *kvv1.GetTxnResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		req.Header = c.readHeader(o.keyspace, keys...)
+		resp, err = c.kv[ep].GetTxn(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("client: get txn: %w", err)
+	}
+	return c.items(o.keyspace, resp.GetHeader(), resp.GetItems()), resp.GetSnapshotHlc(), nil
+}
+
 // ScanOptions select the keys of a scan: either those starting with Prefix,
 // or the range [Start, End) (an empty End means no upper bound). With
 // neither, the whole keyspace is scanned.

@@ -24,6 +24,10 @@ BITES=(
   "gc-frontier|./internal/clustertest|^TestLateRemoteWriteAfterGC\$"
   "gc-frontier|./internal/clustertest|^TestGeoLateRemoteWriteAfterGC\$"
   "dependency-wait|./internal/clustertest|^TestRemoteApplyWaitsForDependencies\$"
+  "dependency-wait|./internal/clustertest|^TestGetTxnAlbumACL\$"
+  "dependency-wait|./internal/clustertest|^TestGeoConvergence\$"
+  "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
+  "snapshot-cut|./internal/clustertest|^TestGetTxnAlbumACL\$"
 )
 
 want=("$@")

@@ -67,6 +67,11 @@ type Session struct {
 	// PastHLC is the largest HLC of a version the session read (see
 	// Session).
 	PastHLC uint64
+	// Site is the site that served the session last. A session that
+	// arrives at another site (it moved) waits there until that site
+	// applied its causal past (router.Arrive). Empty: unknown (a new
+	// session, or a token from before sites), taken as the serving site.
+	Site string
 	// Partial marks a session narrowed to what one request needs (see
 	// ForRead, ForScan, ForWrite). A server answers a partial session with
 	// only what the request observed, for the client to merge; it answers a
@@ -467,6 +472,9 @@ func (s *Session) Merge(o *Session) {
 	}
 	s.observeHLC(o.MaxHLC)
 	s.PastHLC = max(s.PastHLC, o.PastHLC)
+	if o.Site != "" {
+		s.Site = o.Site
+	}
 	for origin, fb := range o.fallback {
 		s.raiseFallback(origin, fb)
 	}
@@ -554,7 +562,7 @@ func (s *Session) trimShards() {
 
 // Clone returns a deep copy of s.
 func (s *Session) Clone() *Session {
-	c := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: s.Partial}
+	c := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: s.Partial}
 	c.copyFallbacks(s)
 	for r, h := range s.deps {
 		c.raiseDep(r, h)
@@ -581,7 +589,7 @@ func (s *Session) Clone() *Session {
 // count; with a nil shardOf, or for a key it cannot place, every shard
 // floor of the keyspace is included.
 func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byte) (uint32, bool)) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: true}
 	out.copyFallbacks(s)
 	allShards := false
 	var want [8]uint32
@@ -627,7 +635,7 @@ func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byt
 // [start, end) of keyspace: MaxHLC, the fallbacks, the key floors in the
 // range and every shard floor of the keyspace.
 func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: true}
 	out.copyFallbacks(s)
 	for fk, kf := range s.keys {
 		ks, key := splitFloorKey(fk)
@@ -646,7 +654,7 @@ func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
 // ForWrite returns the part of s a server needs to serve a write: MaxHLC
 // and the dependencies.
 func (s *Session) ForWrite() *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, Site: s.Site, Partial: true}
 	for r, h := range s.deps {
 		out.raiseDep(r, h)
 	}

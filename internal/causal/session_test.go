@@ -237,3 +237,27 @@ func BenchmarkObserveTrim(b *testing.B) {
 		_ = s.ForRead("default", keys[i%len(keys):i%len(keys)+1], nil).Encode()
 	}
 }
+
+// TestSessionSite: the site that served a session last travels in every
+// token, full or narrowed, and a merged reply moves it.
+func TestSessionSite(t *testing.T) {
+	s := &Session{}
+	s.ObserveHLC(10)
+	s.Merge(&Session{Site: "s1", Partial: true})
+	if s.Site != "s1" {
+		t.Fatalf("site %q after merge", s.Site)
+	}
+	for name, tok := range map[string]*Session{"full": s, "read": s.ForRead("default", [][]byte{[]byte("k")}, nil), "scan": s.ForScan("default", nil, nil), "write": s.ForWrite(), "clone": s.Clone()} {
+		d, err := DecodeSession(tok.Encode())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d.Site != "s1" {
+			t.Fatalf("%s token: site %q", name, d.Site)
+		}
+	}
+	s.Merge(&Session{Partial: true}) // a reply without a site keeps it
+	if s.Site != "s1" {
+		t.Fatalf("site %q after a merge without site", s.Site)
+	}
+}

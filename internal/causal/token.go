@@ -11,7 +11,8 @@ import (
 
 // Token layout, format 3 (integers are unsigned varints unless noted):
 //
-//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial) | maxHLC | pastHLC |
+//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial, bit 1: site) | maxHLC | pastHLC |
+//	[site len, site (with flag bit 1)] |
 //	f = fallbacks, f × (origin len, origin, hlc) |
 //	d = dependencies, d × (keyspace len, keyspace, shard+1 or 0 for every shard, origin len, origin, hlc) |
 //	k = number of keyspaces |
@@ -35,6 +36,7 @@ const (
 	maxKeyspaceNm = 255
 
 	flagPartial = 1 << 0
+	flagSite    = 1 << 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -80,9 +82,15 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	if s.Partial {
 		flags |= flagPartial
 	}
+	if s.Site != "" {
+		flags |= flagSite
+	}
 	b = append(b, tokenMagic0, tokenMagic1, tokenFormat, flags)
 	b = binary.AppendUvarint(b, s.MaxHLC)
 	b = binary.AppendUvarint(b, s.PastHLC)
+	if s.Site != "" {
+		b = appendString(b, s.Site)
+	}
 	origins := make([]string, 0, len(s.fallback))
 	for o := range s.fallback {
 		origins = append(origins, o)
@@ -223,7 +231,7 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 	}
 	flags := r.b[0]
 	r.b = r.b[1:]
-	if flags&^flagPartial != 0 {
+	if flags&^(flagPartial|flagSite) != 0 || (format != tokenFormat && flags&flagSite != 0) {
 		return fmt.Errorf("unknown flags %#x", flags)
 	}
 	s.Partial = flags&flagPartial != 0
@@ -233,6 +241,12 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 		s.raiseFallback("", r.uvarint())
 	} else {
 		s.PastHLC = r.uvarint()
+		if flags&flagSite != 0 {
+			s.Site = string(r.bytes(maxSiteBytes))
+			if r.err == nil && s.Site == "" {
+				return errors.New("empty site")
+			}
+		}
 		nf := r.uvarint()
 		if nf > MaxShardFloors {
 			return fmt.Errorf("%d fallbacks exceeds %d", nf, MaxShardFloors)

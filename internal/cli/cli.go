@@ -143,6 +143,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(
 		a.putCommand(),
 		a.getCommand(),
+		a.txnGetCommand(),
 		a.delCommand(),
 		a.scanCommand(),
 		a.casCommand(),

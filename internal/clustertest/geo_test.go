@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/causal"
@@ -23,7 +27,7 @@ import (
 
 // geoSeeds is how many seeded rounds TestGeoConvergence runs per
 // `make test`.
-const geoSeeds = 10
+const geoSeeds = 20
 
 var threeSites = []string{"s1", "s2", "s3"}
 
@@ -135,18 +139,37 @@ func checkHistory(t *testing.T, rec *causalcheck.Recorder, final causalcheck.Fin
 	}
 }
 
-// geoSession runs one session's operations at site until ctx ends or ops
-// operations ran: puts, deletes and CAUSAL gets of keys, recorded in rec.
-// It returns the number of failed LOCAL writes and the first failure.
-func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, rng *rand.Rand, site, name string, keys []string, ops int) (failed int, first error) {
+// geoSession runs one session's operations until ctx ends or ops
+// operations ran: puts, deletes, CAUSAL gets and GetTxns of keys, recorded
+// in rec. It starts at site home; a moving session goes to another site
+// now and then, keeping its token, and comes home when a site refuses it
+// (router.ErrSessionMoved: the site has not applied its causal past yet).
+// It returns the number of failed LOCAL writes (refused moves are not
+// failures) and the first failure.
+func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, rng *rand.Rand, home, name string, keys []string, ops int, moving bool) (failed int, first error) {
 	var tok []byte
 	gen := 0
+	site := home
 	sess := func() string { return fmt.Sprintf("%s/g%d", name, gen) }
-	nodes := fs.Sites[site].Live()
+	fail := func(err error, key string) {
+		if moveRefused(err) {
+			site = home
+			return
+		}
+		tok, gen = nil, gen+1
+		failed++
+		if first == nil {
+			first = fmt.Errorf("%s at %s: %w", key, site, err)
+		}
+	}
 	for n := 0; n < ops && ctx.Err() == nil; n++ {
 		if rng.IntN(8) == 0 {
 			tok, gen = nil, gen+1
 		}
+		if moving && rng.IntN(6) == 0 {
+			site = fs.Order[rng.IntN(len(fs.Order))]
+		}
+		nodes := fs.Sites[site].Live()
 		node := nodes[rng.IntN(len(nodes))]
 		key := keys[rng.IntN(len(keys))]
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // in flight when the workload ends: it completes
@@ -156,12 +179,8 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 			h := rec.Begin(sess(), site, causalcheck.Put, key, val)
 			resp, err := node.KV.Put(rctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte(key), Value: []byte(val)})
 			if err != nil {
-				rec.End(h, "", causal.Version{}, causalcheck.Unknown)
-				tok, gen = nil, gen+1
-				failed++
-				if first == nil {
-					first = fmt.Errorf("%s at %s: %w", key, site, err)
-				}
+				rec.End(h, "", causal.Version{}, outcomeOf(err))
+				fail(err, key)
 			} else {
 				rec.End(h, "", causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}, causalcheck.OK)
 				tok = resp.Header.Session
@@ -170,30 +189,76 @@ func geoSession(ctx context.Context, fs *fixedSites, rec *causalcheck.Recorder, 
 			h := rec.Begin(sess(), site, causalcheck.Delete, key, "")
 			resp, err := node.KV.Delete(rctx, &kvv1.DeleteRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte(key)})
 			if err != nil {
-				rec.End(h, "", causal.Version{}, causalcheck.Unknown)
-				tok, gen = nil, gen+1
-				failed++
-				if first == nil {
-					first = fmt.Errorf("%s at %s: %w", key, site, err)
-				}
+				rec.End(h, "", causal.Version{}, outcomeOf(err))
+				fail(err, key)
 			} else {
 				rec.End(h, "", causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}, causalcheck.OK)
 				tok = resp.Header.Session
 			}
-		default:
+		case r < 7:
 			h := rec.Begin(sess(), site, causalcheck.Get, key, "")
 			resp, err := node.KV.Get(rctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte(key)})
 			if err != nil {
 				rec.End(h, "", causal.Version{}, causalcheck.Failed)
+				if moveRefused(err) {
+					site = home
+				}
 			} else {
 				v := causal.Version{HLC: resp.Version.GetHlc(), Site: resp.Version.GetSite()}
 				rec.End(h, string(resp.Value), v, causalcheck.OK)
+				tok = resp.Header.Session
+			}
+		default:
+			txnKeys := pickKeys(rng, keys, 2+rng.IntN(3))
+			h := rec.Begin(sess(), site, causalcheck.GetTxn, "", "")
+			req := &kvv1.GetTxnRequest{Header: &kvv1.RequestHeader{Session: tok}}
+			for _, k := range txnKeys {
+				req.Keys = append(req.Keys, []byte(k))
+			}
+			resp, err := node.KV.GetTxn(rctx, req)
+			if err != nil {
+				rec.EndTxn(h, nil, causalcheck.Failed)
+				if moveRefused(err) {
+					site = home
+				}
+			} else {
+				reads := make([]causalcheck.Read, len(resp.Items))
+				for i, it := range resp.Items {
+					reads[i] = causalcheck.Read{Key: txnKeys[i], Value: string(it.Value), Version: causal.Version{HLC: it.Version.GetHlc(), Site: it.Version.GetSite()}}
+				}
+				rec.EndTxn(h, reads, causalcheck.OK)
 				tok = resp.Header.Session
 			}
 		}
 		cancel()
 	}
 	return failed, first
+}
+
+// moveRefused reports whether err is router.ErrSessionMoved: a site that
+// has not applied a moving session's causal past refused it, before
+// writing anything.
+func moveRefused(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "has not applied the session's causal past")
+}
+
+// outcomeOf is the outcome of a failed write: refused before anything was
+// proposed (a moving session), or unknown.
+func outcomeOf(err error) causalcheck.Outcome {
+	if moveRefused(err) {
+		return causalcheck.Failed
+	}
+	return causalcheck.Unknown
+}
+
+// pickKeys returns n distinct keys of keys, at random.
+func pickKeys(rng *rand.Rand, keys []string, n int) []string {
+	perm := rng.Perm(len(keys))
+	out := make([]string, 0, n)
+	for _, i := range perm[:min(n, len(keys))] {
+		out = append(out, keys[i])
+	}
+	return out
 }
 
 // siteFaults changes the links between sites at random until ctx ends:
@@ -231,7 +296,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // TestGeoConvergence writes the same keys concurrently at three sites
-// (two sessions per site, puts, deletes and gets) while the links between
+// (two sessions per site, puts, deletes, gets and GetTxns; one session of
+// each site moves between sites with its token) while the links between
 // sites get delay, jitter, loss and partitions that come and go. After
 // healing, every site must hold identical data for every shard (digests)
 // within 30 s; the history, with the final versions of every site, must
@@ -273,7 +339,7 @@ func geoConvergenceRound(t *testing.T, seed int) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				f, err := geoSession(ctx, fs, rec, srng, site, fmt.Sprintf("seed%d/%s/c%d", seed, site, s), keys, 60)
+				f, err := geoSession(ctx, fs, rec, srng, site, fmt.Sprintf("seed%d/%s/c%d", seed, site, s), keys, 60, s == 1)
 				mu.Lock()
 				failed += f
 				if firstErr == nil {

@@ -155,9 +155,10 @@ func applyReplicate(s *storage.ShardTx, r *peerv1.Replicate, st *state) (Result,
 	}
 	if first >= 0 {
 		forward := st.forwards(r.Origin)
+		stamp := st.stamp(r.LocalHlc)
 		for _, w := range r.Writes[first:] {
 			v := causal.Version{HLC: w.Hlc, Site: r.Origin}
-			superseded, err := putLWW(s, storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone})
+			superseded, err := putLWW(s, storage.Record{Key: w.Key, Version: v, Value: w.Value, Tombstone: w.Tombstone, Stamp: stamp})
 			if err != nil {
 				return Result{}, err
 			}
@@ -209,12 +210,32 @@ func decodeOutcome(b []byte) Result {
 	}
 }
 
+// stamp returns the stamp of versions of other sites applied now: above
+// everything the shard applied (so a replica whose newest HLC reached it
+// applied them) and at least the proposer's local HLC (which observed
+// their dependencies' stamps at this site). The shard's newest HLC rises
+// to it.
+func (st *state) stamp(local uint64) uint64 {
+	stamp := max(local, st.maxHLC+1)
+	st.maxHLC = stamp
+	return stamp
+}
+
 // putLWW stores a version made elsewhere and reports whether the key
 // already had a newer one (the version then only joins its history).
 func putLWW(s *storage.ShardTx, r storage.Record) (superseded bool, err error) {
 	cur, found, err := s.Latest(r.Key, true)
 	if err != nil {
 		return false, err
+	}
+	if found && !cur.Version.Less(r.Version) {
+		// Held already (anti-entropy resends what a site has)? Keep its
+		// stamp, so that it stays below what was applied after it.
+		if old, ok, err := s.LatestAt(r.Key, r.Version.HLC); err != nil {
+			return false, err
+		} else if ok && old.Version == r.Version {
+			return false, nil
+		}
 	}
 	if err := s.Put(r); err != nil {
 		return false, err
@@ -288,8 +309,12 @@ func applyRepair(s *storage.ShardTx, r *peerv1.RepairRecords, st *state) (Result
 		}
 	}
 	var res Result
+	var stamp uint64
+	if len(r.Records) > 0 {
+		stamp = st.stamp(r.LocalHlc)
+	}
 	for _, rec := range r.Records {
-		superseded, err := putLWW(s, storage.Record{Key: rec.Key, Version: causal.Version{HLC: rec.Hlc, Site: rec.Site}, Value: rec.Value, Tombstone: rec.Tombstone})
+		superseded, err := putLWW(s, storage.Record{Key: rec.Key, Version: causal.Version{HLC: rec.Hlc, Site: rec.Site}, Value: rec.Value, Tombstone: rec.Tombstone, Stamp: stamp})
 		if err != nil {
 			return Result{}, err
 		}

@@ -21,8 +21,8 @@ func rw(key, value string, hlc, seq uint64) *peerv1.RemoteWrite {
 }
 
 // TestReplicate: remote writes keep their origin's version and apply by
-// last-writer-wins (an older one goes into the key's history), the local
-// newest HLC is untouched, duplicates are skipped, a gap or a malformed
+// last-writer-wins (an older one goes into the key's history), they are
+// stamped above the shard's newest HLC (which rises to the stamp), duplicates are skipped, a gap or a malformed
 // command changes nothing, closes advance the origin's progress, and the
 // progress survives a restart.
 func TestReplicate(t *testing.T) {
@@ -43,8 +43,8 @@ func TestReplicate(t *testing.T) {
 		t.Fatalf("replicate: %+v", r)
 	}
 	_, maxHLC, _ := f.Applied()
-	if maxHLC != 1000 {
-		t.Fatalf("local newest HLC %d after older remote writes, want 1000", maxHLC)
+	if maxHLC != 1001 {
+		t.Fatalf("newest HLC %d after older remote writes, want 1001 (their stamp)", maxHLC)
 	}
 	if p, _ := f.Progress("s2"); p != (storage.Progress{HLC: 600, Seq: 2}) {
 		t.Fatalf("s2 progress %+v", p)
@@ -66,6 +66,9 @@ func TestReplicate(t *testing.T) {
 	}
 	if rec := latest("a"); string(rec.Value) != "local" {
 		t.Fatalf("a = %q: an older remote write won", rec.Value)
+	}
+	if rec := latest("b"); rec.Stamp != 1001 {
+		t.Fatalf("b's stamp %d, want 1001", rec.Stamp)
 	}
 	// A duplicate (seq 2) followed by a new write: the duplicate is
 	// skipped, the new one wins over the local version.

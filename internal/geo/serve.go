@@ -101,8 +101,8 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	for len(writes) > 0 && writes[0].Seq <= p.Seq {
 		writes = writes[1:] // applied already
 	}
-	n, why := s.depsReady(ctx, sh, u.Origin, writes)
-	cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n]}
+	n, why := s.depsReady(ctx, g, sh, u.Origin, writes)
+	cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n], LocalHlc: stampNow(g, writes[:n])}
 	if n == len(writes) {
 		cmd.ClosedHlc, cmd.ClosedSeq = u.ClosedHlc, u.ClosedSeq
 	} else {
@@ -134,7 +134,12 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 // depsReady returns how many of writes have their dependencies applied at
 // this site, waiting up to DepWait for the first that does not (and why
 // it stopped there).
-func (s *Service) depsReady(ctx context.Context, own placement.Shard, origin string, writes []*peerv1.RemoteWrite) (int, string) {
+//
+// The node's clock observes the newest HLC of every replica it checked, so
+// that the stamp of the writes (stampNow) exceeds their dependencies'
+// stamps here: a reader whose floor covers a write's stamp on one shard
+// then finds its dependencies on the others (docs/adr/019).
+func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.Shard, origin string, writes []*peerv1.RemoteWrite) (int, string) {
 	keyspace := own.Keyspace
 	if guards.Off(guards.DependencyWait) {
 		return len(writes), ""
@@ -177,6 +182,7 @@ func (s *Service) depsReady(ctx context.Context, own placement.Shard, origin str
 					continue
 				}
 				if dg.HasApplied(d.Origin, d.Hlc) {
+					g.Clock().Observe(dg.MaxHLC())
 					continue
 				}
 				if i > 0 {
@@ -192,10 +198,23 @@ func (s *Service) depsReady(ctx context.Context, own placement.Shard, origin str
 				if err != nil {
 					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s", w.Seq, keyspace, sh, d.Hlc, d.Origin)
 				}
+				g.Clock().Observe(dg.MaxHLC())
 			}
 		}
 	}
 	return len(writes), ""
+}
+
+// stampNow returns the local HLC to stamp writes of another site with,
+// after the node's clock observed their HLCs (a write that depends on one
+// of this site's versions has a larger HLC than it).
+func stampNow(g *shard.Group, writes []*peerv1.RemoteWrite) uint64 {
+	if len(writes) == 0 {
+		return 0
+	}
+	c := g.Clock()
+	c.Observe(writes[len(writes)-1].Hlc)
+	return c.Now()
 }
 
 // keyspaceOf returns a keyspace this site holds.
@@ -242,6 +261,10 @@ func (s *Service) Repair(ctx context.Context, req *peerv1.RepairShardRequest) (*
 	if fwd != nil {
 		return fwd.Repair(fctx, req)
 	}
+	for _, r := range req.Repair.Records {
+		g.Clock().Observe(r.Hlc)
+	}
+	req.Repair.LocalHlc = g.Clock().Now()
 	res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Repair{Repair: req.Repair}})
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)

@@ -41,6 +41,12 @@ const (
 	// DependencyWait holds a remote update at a site until the updates
 	// it depends on are applied there (geo.Service.Ship).
 	DependencyWait
+	// SessionArrival holds a session that comes from another site until
+	// that site applied its causal past (router.Arrive).
+	SessionArrival
+	// SnapshotCut cuts a GetTxn's reads at one stamp on every shard
+	// (router.GetTxn); off, each key is read at its newest version.
+	SnapshotCut
 )
 
 var names = map[Guard]string{
@@ -51,6 +57,8 @@ var names = map[Guard]string{
 	CausalFloor:    "causal-floor",
 	GCFrontier:     "gc-frontier",
 	DependencyWait: "dependency-wait",
+	SessionArrival: "session-arrival",
+	SnapshotCut:    "snapshot-cut",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -63,7 +71,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

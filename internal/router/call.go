@@ -29,6 +29,19 @@ func (c *Call) ObserveWrite(sh placement.Shard, key []byte, v causal.Version) {
 	c.Observed.ObserveWrite(c.Keyspace, key, sh.ID, v)
 }
 
+// ObserveStamp records that the request read a version of another site
+// that this site applied at stamp (storage.Record.Stamp; 0: none). The
+// session's PastHLC rises to it: a replica of any shard of this site that
+// reached it has applied the version's dependencies too, which are in the
+// session's causal past now (docs/adr/019).
+func (c *Call) ObserveStamp(stamp uint64) {
+	if stamp == 0 {
+		return
+	}
+	c.Session.ObserveHLC(stamp)
+	c.Observed.ObserveHLC(stamp)
+}
+
 // Merge folds what a forwarded request observed into c.
 func (c *Call) Merge(o *causal.Session) {
 	c.Session.Merge(o)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/guards"
+
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/placement"
@@ -40,6 +42,58 @@ type Durability interface {
 	// replica knows, so that no write of a replicated keyspace misses the
 	// outbound log.
 	EnsureChain(ctx context.Context, sh placement.Shard, g *shard.Group) error
+	// WaitSiteApplied waits until a replica of every shard this site holds
+	// (of a keyspace other sites hold too) applied the other sites'
+	// writes up to hlc, and returns the largest newest HLC of those
+	// replicas.
+	WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, error)
+}
+
+// ErrSessionMoved: a session that was served at another site arrived here
+// before this site applied its causal past. Retryable (here, later, or at
+// the session's previous site).
+var ErrSessionMoved = errors.New("router: this site has not applied the session's causal past yet")
+
+// Arrive prepares c's session for this site. A session last served at
+// another site (it moved, or its client failed over) carries floors that
+// hold there: what it read there may depend on writes this site has not
+// applied yet, on any shard. So this site first waits, up to MoveWait,
+// until a replica of every shard it holds applied every other site's
+// writes up to the session's largest HLC, which covers the session's
+// whole causal past (every write in it has a smaller HLC). The session's
+// floors then become this site's: its PastHLC rises to the newest HLC of
+// those replicas, which covers the stamps of what they applied
+// (storage.Record.Stamp), so any replica of this site that reaches it
+// holds that past too. A session of this site, or a new one, passes at
+// once.
+func (r *Router) Arrive(ctx context.Context, c *Call) error {
+	s := c.Session
+	if s.Site == "" || s.Site == r.cfg.Site || hopsIn(ctx) > 0 {
+		s.Site = r.cfg.Site
+		c.Observed.Site = r.cfg.Site
+		return nil
+	}
+	from, hlc := s.Site, max(s.MaxHLC, s.PastHLC)
+	if r.durability != nil && hlc > 0 && !guards.Off(guards.SessionArrival) {
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.MoveWait)
+		stamp, err := r.durability.WaitSiteApplied(wctx, hlc)
+		cancel()
+		if err != nil {
+			r.metrics.moves.WithLabelValues("timeout").Inc()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied every write up to HLC %d within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, hlc, r.cfg.MoveWait, err, from)
+		}
+		r.metrics.moves.WithLabelValues("arrived").Inc()
+		r.metrics.moveWaitSec.Observe(time.Since(start).Seconds())
+		s.ObserveHLC(stamp)
+		c.Observed.ObserveHLC(stamp)
+	}
+	s.Site = r.cfg.Site
+	c.Observed.Site = r.cfg.Site
+	return nil
 }
 
 // SetDurability sets what SITES(n) and ALL writes wait on. Call before

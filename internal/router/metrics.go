@@ -11,6 +11,10 @@ type Metrics struct {
 	depWaitSec     prometheus.Histogram
 	depsUnchecked  prometheus.Counter
 	durableWaitSec prometheus.Histogram
+	moves          *prometheus.CounterVec
+	moveWaitSec    prometheus.Histogram
+	txns           *prometheus.CounterVec
+	txnStaleness   prometheus.Histogram
 }
 
 func newMetrics() *Metrics {
@@ -46,13 +50,32 @@ func newMetrics() *Metrics {
 			Help:    "Time a SITES(n) or ALL write waited, after committing here, for the first sites of its chain to apply it.",
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16),
 		}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "session_moves_total",
+			Help: "Requests of sessions last served at another site, by outcome: arrived (this site had applied their causal past, after a wait) or timeout (ErrSessionMoved).",
+		}, []string{"outcome"}),
+		moveWaitSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "session_move_wait_seconds",
+			Help:    "Time a session arriving from another site waited for this site to apply its causal past.",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 2, 18),
+		}),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "gettxn_shards_total",
+			Help: "Shards read by GetTxn snapshots, by where (local: this node's replica; forwarded: another node of the site, in the same round).",
+		}, []string{"where"}),
+		txnStaleness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "gettxn_staleness_seconds",
+			Help:    "Age of a GetTxn snapshot when it was read (the node's clock minus the snapshot's HLC).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 2, 18),
+		}),
 	}
 }
 
 // NewMetrics registers the routing metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
-	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec)
+	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec,
+		m.moves, m.moveWaitSec, m.txns, m.txnStaleness)
 	return m
 }
 

@@ -161,6 +161,7 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	item := &kvv1.KeyValue{Key: key}
 	if found {
 		c.Observe(sh, key, rec.Version)
+		c.ObserveStamp(rec.Stamp)
 		item.Version = VersionPB(rec.Version)
 		item.Found = !rec.Tombstone
 		item.Value = rec.Value
@@ -247,6 +248,7 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, co
 	}
 	if len(recs) > 0 {
 		c.Observe(sh, key, recs[0].Version)
+		c.ObserveStamp(recs[0].Stamp)
 	}
 	return out, nil
 }
@@ -305,7 +307,7 @@ func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr 
 	}
 	recs := make([]storage.Record, len(resp.Items))
 	for i, it := range resp.Items {
-		recs[i] = storage.Record{Key: it.Key, Value: it.Value, Version: causal.Version{HLC: it.Hlc, Site: it.Site}}
+		recs[i] = storage.Record{Key: it.Key, Value: it.Value, Version: causal.Version{HLC: it.Hlc, Site: it.Site}, Stamp: it.Stamp}
 	}
 	return recs, resp.More, nil
 }

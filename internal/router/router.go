@@ -55,11 +55,15 @@ type Config struct {
 	FollowerWait time.Duration
 	// LeaderWait is how long a request waits for a shard to elect a leader.
 	LeaderWait time.Duration
+	// MoveWait is how long a request of a session that arrives from
+	// another site waits for this site to apply the session's causal past
+	// (Arrive) before failing with ErrSessionMoved.
+	MoveWait time.Duration
 }
 
 // DefaultConfig returns the waits kvd uses.
 func DefaultConfig() Config {
-	return Config{CausalWait: 2 * time.Second, FollowerWait: 100 * time.Millisecond, LeaderWait: 5 * time.Second}
+	return Config{CausalWait: 2 * time.Second, FollowerWait: 100 * time.Millisecond, LeaderWait: 5 * time.Second, MoveWait: 10 * time.Second}
 }
 
 func (c *Config) fill() {
@@ -69,6 +73,9 @@ func (c *Config) fill() {
 	}
 	if c.FollowerWait <= 0 {
 		c.FollowerWait = d.FollowerWait
+	}
+	if c.MoveWait <= 0 {
+		c.MoveWait = d.MoveWait
 	}
 	if c.LeaderWait <= 0 {
 		c.LeaderWait = d.LeaderWait

@@ -37,6 +37,7 @@ var codeTable = []struct {
 	{fsm.ErrKeyExists, codes.AlreadyExists},
 	{fsm.ErrKeyNotFound, codes.NotFound},
 	{router.ErrCausalWait, codes.DeadlineExceeded},
+	{router.ErrSessionMoved, codes.Unavailable},
 	{shard.ErrNotLeader, codes.Unavailable},
 	{shard.ErrLeadershipLost, codes.Unavailable},
 	{router.ErrNoLeader, codes.Unavailable},

@@ -70,10 +70,10 @@ func (s *KV) withRequestID(o *kvv1.WriteOptions) *kvv1.WriteOptions {
 	return out
 }
 
-func (s *KV) begin(h *kvv1.RequestHeader) (*router.Call, error) {
+func (s *KV) begin(ctx context.Context, h *kvv1.RequestHeader) (*router.Call, error) {
 	c := &router.Call{Keyspace: DefaultKeyspace, Session: &causal.Session{}}
 	if h == nil {
-		return c, nil
+		return c, s.router.Arrive(ctx, c)
 	}
 	if h.Keyspace != "" {
 		c.Keyspace = h.Keyspace
@@ -86,7 +86,7 @@ func (s *KV) begin(h *kvv1.RequestHeader) (*router.Call, error) {
 		return nil, err
 	}
 	c.Session = sess
-	return c, nil
+	return c, s.router.Arrive(ctx, c)
 }
 
 // respHeader returns the reply header (see router.Call.Token).
@@ -99,7 +99,7 @@ func (s *KV) respHeader(c *router.Call) *kvv1.ResponseHeader {
 // Put implements kvv1.KVServer.
 func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutResponse, err error) {
 	defer s.metrics.observe("put", time.Now(), &err)
-	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(ctx, req.Header, req.Key, req.Options)
 	req.Options = s.withRequestID(req.Options)
 	if err == nil {
 		err = s.cfg.Limits.Value(req.Value)
@@ -124,7 +124,7 @@ func (s *KV) Put(ctx context.Context, req *kvv1.PutRequest) (resp *kvv1.PutRespo
 // Delete implements kvv1.KVServer.
 func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.DeleteResponse, err error) {
 	defer s.metrics.observe("delete", time.Now(), &err)
-	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(ctx, req.Header, req.Key, req.Options)
 	req.Options = s.withRequestID(req.Options)
 	if err != nil {
 		return nil, toStatus(err)
@@ -146,7 +146,7 @@ func (s *KV) Delete(ctx context.Context, req *kvv1.DeleteRequest) (resp *kvv1.De
 // CompareAndSwap implements kvv1.KVServer.
 func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest) (resp *kvv1.CompareAndSwapResponse, err error) {
 	defer s.metrics.observe("cas", time.Now(), &err)
-	c, sh, err := s.prepareWrite(req.Header, req.Key, req.Options)
+	c, sh, err := s.prepareWrite(ctx, req.Header, req.Key, req.Options)
 	req.Options = s.withRequestID(req.Options)
 	if err == nil && !req.Delete {
 		err = s.cfg.Limits.Value(req.Value)
@@ -195,8 +195,8 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 }
 
 // prepareWrite validates a mutation and finds its shard.
-func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*router.Call, placement.Shard, error) {
-	c, err := s.begin(h)
+func (s *KV) prepareWrite(ctx context.Context, h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOptions) (*router.Call, placement.Shard, error) {
+	c, err := s.begin(ctx, h)
 	if err != nil {
 		return nil, placement.Shard{}, err
 	}
@@ -213,7 +213,7 @@ func (s *KV) prepareWrite(h *kvv1.RequestHeader, key []byte, o *kvv1.WriteOption
 // Get implements kvv1.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetResponse, err error) {
 	defer s.metrics.observe("get", time.Now(), &err)
-	c, err := s.begin(req.Header)
+	c, err := s.begin(ctx, req.Header)
 	if err == nil {
 		err = errors.Join(s.cfg.Limits.Key(req.Key), Consistency(req.Consistency))
 	}
@@ -230,7 +230,7 @@ func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetRespo
 // BatchGet implements kvv1.KVServer.
 func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv1.BatchGetResponse, err error) {
 	defer s.metrics.observe("batch_get", time.Now(), &err)
-	c, err := s.begin(req.Header)
+	c, err := s.begin(ctx, req.Header)
 	if err == nil {
 		err = Consistency(req.Consistency)
 	}
@@ -255,11 +255,33 @@ func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv
 	return resp, nil
 }
 
+// GetTxn implements kvv1.KVServer.
+func (s *KV) GetTxn(ctx context.Context, req *kvv1.GetTxnRequest) (resp *kvv1.GetTxnResponse, err error) {
+	defer s.metrics.observe("get_txn", time.Now(), &err)
+	c, err := s.begin(ctx, req.Header)
+	if err == nil && len(req.Keys) > s.cfg.Limits.MaxBatchKeys {
+		err = fmt.Errorf("%w: %d keys exceeds the batch limit of %d", ErrBadRequest, len(req.Keys), s.cfg.Limits.MaxBatchKeys)
+	}
+	for i := 0; err == nil && i < len(req.Keys); i++ {
+		if err = s.cfg.Limits.Key(req.Keys[i]); err != nil {
+			err = fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	items, snap, err := s.router.GetTxn(ctx, c, req.Keys, req.SnapshotHlc)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &kvv1.GetTxnResponse{Header: s.respHeader(c), Items: items, SnapshotHlc: snap}, nil
+}
+
 // Scan implements kvv1.KVServer: each shard contributes up to limit keys
 // from the range, and the merge keeps the first limit.
 func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanResponse, err error) {
 	defer s.metrics.observe("scan", time.Now(), &err)
-	c, err := s.begin(req.Header)
+	c, err := s.begin(ctx, req.Header)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -297,6 +319,7 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	for i, r := range all {
 		resp.Items[i] = &kvv1.KeyValue{Key: r.Key, Found: true, Value: r.Value, Version: router.VersionPB(r.Version)}
 		c.Observed.ObserveShardVersion(c.Keyspace, r.shard, r.Version)
+		c.ObserveStamp(r.Stamp)
 	}
 	if more && len(all) > 0 {
 		resp.Continuation = EncodeContinuation(all[len(all)-1].Key)
@@ -308,7 +331,7 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 // History implements kvv1.KVServer.
 func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.HistoryResponse, err error) {
 	defer s.metrics.observe("history", time.Now(), &err)
-	c, err := s.begin(req.Header)
+	c, err := s.begin(ctx, req.Header)
 	if err == nil {
 		err = errors.Join(s.cfg.Limits.Key(req.Key), Consistency(req.Consistency))
 	}

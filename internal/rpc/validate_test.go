@@ -40,6 +40,7 @@ func TestErrorTable(t *testing.T) {
 		{fsm.ErrKeyExists, codes.AlreadyExists},
 		{shard.ErrNotLeader, codes.Unavailable},
 		{router.ErrCausalWait, codes.DeadlineExceeded},
+		{router.ErrSessionMoved, codes.Unavailable},
 		{errors.New("disk on fire"), codes.Internal},
 	} {
 		if got := status.Code(toStatus(c.err)); got != c.want {

@@ -57,6 +57,10 @@ type Config struct {
 	// CausalWait is the longest a read waits for the node to catch up with
 	// the caller's causal floor.
 	CausalWait time.Duration
+	// SessionMoveWait is how long a request of a session last served at
+	// another site waits for this site to apply the session's causal past
+	// before failing with a retryable error (router.Arrive).
+	SessionMoveWait time.Duration
 	// Shard configures raft and garbage collection of every shard group.
 	Shard shard.Config
 	// ShutdownGrace is how long Stop lets in-flight requests finish.
@@ -103,21 +107,22 @@ type Config struct {
 // single-node site named "local" with data in ./data.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:       "data",
-		Site:          "local",
-		NodeID:        "n1",
-		ClientAddr:    "127.0.0.1:7379",
-		HTTPAddr:      "127.0.0.1:7380",
-		PeerAddr:      "127.0.0.1:7381",
-		GossipAddr:    "127.0.0.1:7382",
-		Shards:        16,
-		Replicas:      3,
-		DeadGrace:     30 * time.Second,
-		GossipProfile: "lan",
-		Limits:        rpc.DefaultLimits(),
-		CausalWait:    2 * time.Second,
-		Shard:         shard.DefaultConfig(),
-		ShutdownGrace: 10 * time.Second,
+		DataDir:         "data",
+		Site:            "local",
+		NodeID:          "n1",
+		ClientAddr:      "127.0.0.1:7379",
+		HTTPAddr:        "127.0.0.1:7380",
+		PeerAddr:        "127.0.0.1:7381",
+		GossipAddr:      "127.0.0.1:7382",
+		Shards:          16,
+		Replicas:        3,
+		DeadGrace:       30 * time.Second,
+		GossipProfile:   "lan",
+		Limits:          rpc.DefaultLimits(),
+		CausalWait:      2 * time.Second,
+		SessionMoveWait: 10 * time.Second,
+		Shard:           shard.DefaultConfig(),
+		ShutdownGrace:   10 * time.Second,
 	}
 }
 

@@ -470,6 +470,16 @@ func (g *Group) WaitOrigin(ctx context.Context, origin string, hlc uint64) error
 	}
 }
 
+// MaxHLC returns the replica's newest HLC: that of this site's newest
+// write, close or stamp of another site's writes (storage.Record.Stamp).
+func (g *Group) MaxHLC() uint64 {
+	_, h, _ := g.fsm.Applied()
+	return h
+}
+
+// Clock returns the node's hybrid logical clock.
+func (g *Group) Clock() *causal.Clock { return g.deps.Clock }
+
 // HasApplied reports, without waiting, what WaitOrigin waits for.
 func (g *Group) HasApplied(origin string, hlc uint64) bool {
 	done, _ := g.applied(origin, hlc)

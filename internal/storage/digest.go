@@ -188,7 +188,7 @@ func (s *ShardTx) digestAt(atHLC uint64, tombstones bool) (Digest, error) {
 		}
 		seen = true
 		if len(v) > 0 && (tombstones || v[0]&flagTomb == 0) {
-			h.add(slotOfPrefix(key), k, v)
+			h.add(slotOfPrefix(key), k, canonicalValue(v))
 			d.Entries++
 		}
 	}

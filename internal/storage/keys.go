@@ -72,13 +72,18 @@ const formatVersion = 1
 // winning version. Site names never contain 0x00 (see ValidSiteName), so an
 // inverted site byte is never 0xFF.
 //
-// Data values: 1 flag byte (bit 0: tombstone) followed by the value.
+// Data values: 1 flag byte (bit 0: tombstone; bit 1: a stamp follows),
+// then, with bit 1, the version's stamp (8 bytes, big endian), then the
+// value. The stamp is the local HLC at which this replica's site applied a
+// version written at another site (see Record.Stamp); a version written
+// here has none (its HLC is its stamp).
 
 const (
 	escByte   = 0x00
 	escEscape = 0xFF
 	escTerm   = 0x01
 	flagTomb  = 0x01
+	flagStamp = 0x02
 )
 
 // ErrBadEncoding is returned when stored bytes do not decode; it means the
@@ -161,26 +166,67 @@ func decodeVersionKey(enc []byte) ([]byte, causal.Version, error) {
 	return key, causal.Version{HLC: hlc, Site: string(site)}, nil
 }
 
-func encodeValue(value []byte, tombstone bool) []byte {
-	b := make([]byte, 1, 1+len(value))
+func encodeValue(value []byte, tombstone bool, stamp uint64) []byte {
+	n := 1
+	if stamp != 0 {
+		n += 8
+	}
+	b := make([]byte, 1, n+len(value))
 	if tombstone {
 		b[0] = flagTomb
+	}
+	if stamp != 0 {
+		b[0] |= flagStamp
+		b = binary.BigEndian.AppendUint64(b, stamp)
+	}
+	if tombstone {
 		return b
 	}
 	return append(b, value...)
 }
 
-func decodeValue(b []byte, keysOnly bool) (value []byte, tombstone bool, err error) {
+func decodeValue(b []byte, keysOnly bool) (value []byte, tombstone bool, stamp uint64, err error) {
 	if len(b) == 0 {
-		return nil, false, fmt.Errorf("%w: empty value", ErrBadEncoding)
+		return nil, false, 0, fmt.Errorf("%w: empty value", ErrBadEncoding)
 	}
-	if b[0]&flagTomb != 0 {
-		return nil, true, nil
+	flags := b[0]
+	if flags&^(flagTomb|flagStamp) != 0 {
+		return nil, false, 0, fmt.Errorf("%w: value flags %#x", ErrBadEncoding, flags)
+	}
+	b = b[1:]
+	if flags&flagStamp != 0 {
+		if len(b) < 8 {
+			return nil, false, 0, fmt.Errorf("%w: truncated stamp", ErrBadEncoding)
+		}
+		stamp, b = binary.BigEndian.Uint64(b), b[8:]
+	}
+	if flags&flagTomb != 0 {
+		return nil, true, stamp, nil
 	}
 	if keysOnly {
-		return nil, false, nil
+		return nil, false, stamp, nil
 	}
-	return bytes.Clone(b[1:]), false, nil
+	return bytes.Clone(b), false, stamp, nil
+}
+
+// valueStamp returns the stamp of an encoded value, or 0 if it has none
+// (or does not decode).
+func valueStamp(v []byte) uint64 {
+	if len(v) >= 9 && v[0]&flagStamp != 0 {
+		return binary.BigEndian.Uint64(v[1:9])
+	}
+	return 0
+}
+
+// canonicalValue returns an encoded value without its stamp: what every
+// site holds alike for the same version (digests compare it).
+func canonicalValue(v []byte) []byte {
+	if len(v) >= 9 && v[0]&flagStamp != 0 {
+		out := make([]byte, 0, len(v)-8)
+		out = append(out, v[0]&^flagStamp)
+		return append(out, v[9:]...)
+	}
+	return v
 }
 
 // requestKey encodes a request id: client id ‖ 0x00 ‖ seq (8 bytes BE).

@@ -315,47 +315,57 @@ func TestValueEncoding(t *testing.T) {
 		value     []byte
 		tombstone bool
 		keysOnly  bool
+		stamp     uint64
 		wantValue []byte
 	}{
-		{"value", []byte("hello"), false, false, []byte("hello")},
-		{"empty value", []byte{}, false, false, []byte{}},
-		{"nil value", nil, false, false, nil},
-		{"binary value", []byte{0x00, 0x01, 0xFF}, false, false, []byte{0x00, 0x01, 0xFF}},
-		{"keys only", []byte("hello"), false, true, nil},
-		{"tombstone", nil, true, false, nil},
-		{"tombstone drops value", []byte("ignored"), true, false, nil},
-		{"tombstone keys only", nil, true, true, nil},
+		{"value", []byte("hello"), false, false, 0, []byte("hello")},
+		{"empty value", []byte{}, false, false, 0, []byte{}},
+		{"nil value", nil, false, false, 0, nil},
+		{"binary value", []byte{0x00, 0x01, 0xFF}, false, false, 0, []byte{0x00, 0x01, 0xFF}},
+		{"keys only", []byte("hello"), false, true, 0, nil},
+		{"tombstone", nil, true, false, 0, nil},
+		{"tombstone drops value", []byte("ignored"), true, false, 0, nil},
+		{"tombstone keys only", nil, true, true, 0, nil},
+		{"stamped value", []byte("hello"), false, false, 1 << 40, []byte("hello")},
+		{"stamped tombstone", nil, true, false, 7, nil},
+		{"stamped keys only", []byte("hello"), false, true, 9, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			enc := encodeValue(tc.value, tc.tombstone)
-			if tc.tombstone && len(enc) != 1 {
+			enc := encodeValue(tc.value, tc.tombstone, tc.stamp)
+			if tc.tombstone && tc.stamp == 0 && len(enc) != 1 {
 				t.Errorf("tombstone encoding %x has a payload", enc)
 			}
-			val, tomb, err := decodeValue(enc, tc.keysOnly)
+			val, tomb, stamp, err := decodeValue(enc, tc.keysOnly)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tomb != tc.tombstone || !bytes.Equal(val, tc.wantValue) {
-				t.Fatalf("decode = %q, %v; want %q, %v", val, tomb, tc.wantValue, tc.tombstone)
+			if tomb != tc.tombstone || !bytes.Equal(val, tc.wantValue) || stamp != tc.stamp {
+				t.Fatalf("decode = %q, %v, %d; want %q, %v, %d", val, tomb, stamp, tc.wantValue, tc.tombstone, tc.stamp)
 			}
 			if tc.keysOnly && val != nil {
 				t.Fatalf("keysOnly returned non-nil value %q", val)
 			}
+			if valueStamp(enc) != tc.stamp {
+				t.Fatalf("valueStamp = %d, want %d", valueStamp(enc), tc.stamp)
+			}
+			// Every site holds the same canonical bytes, stamped or not.
+			if want := encodeValue(tc.value, tc.tombstone, 0); !bytes.Equal(canonicalValue(enc), want) {
+				t.Fatalf("canonical %x, want %x", canonicalValue(enc), want)
+			}
 			// The value must be a copy.
 			if len(val) > 0 {
-				enc[1] ^= 0xFF
+				enc[len(enc)-1] ^= 0xFF
 				if !bytes.Equal(val, tc.wantValue) {
 					t.Fatal("decoded value aliases the encoded buffer")
 				}
 			}
 		})
 	}
-	if _, _, err := decodeValue(nil, false); !errors.Is(err, ErrBadEncoding) {
-		t.Fatalf("decodeValue(nil) err = %v, want ErrBadEncoding", err)
-	}
-	if _, _, err := decodeValue([]byte{}, true); !errors.Is(err, ErrBadEncoding) {
-		t.Fatalf("decodeValue(empty) err = %v, want ErrBadEncoding", err)
+	for _, bad := range [][]byte{nil, {}, {flagStamp, 1, 2}, {0x80}} {
+		if _, _, _, err := decodeValue(bad, false); !errors.Is(err, ErrBadEncoding) {
+			t.Fatalf("decodeValue(%x) err = %v, want ErrBadEncoding", bad, err)
+		}
 	}
 }
 

@@ -35,6 +35,22 @@ type Record struct {
 	Version   causal.Version
 	Value     []byte
 	Tombstone bool
+	// Stamp is the local HLC at which this site applied a version written
+	// at another site (a replicated or repaired write), above everything
+	// the shard applied before it; 0 for a version written here, whose
+	// HLC is its stamp. A replica whose newest HLC (Applied) reached a
+	// stamp has applied that version, and snapshot reads (LatestAtStamp)
+	// cut by stamp.
+	Stamp uint64
+}
+
+// StampOrHLC returns the record's stamp, or its version's HLC if it has
+// none.
+func (r Record) StampOrHLC() uint64 {
+	if r.Stamp != 0 {
+		return r.Stamp
+	}
+	return r.Version.HLC
 }
 
 // ShardTx gives access to one shard replica's state inside a transaction.
@@ -101,16 +117,45 @@ func decodeRecord(k, v []byte, keysOnly bool) (Record, bool, error) {
 	if err != nil {
 		return Record{}, false, err
 	}
-	val, tomb, err := decodeValue(v, keysOnly)
+	val, tomb, stamp, err := decodeValue(v, keysOnly)
 	if err != nil {
 		return Record{}, false, err
 	}
-	return Record{Key: key, Version: ver, Value: val, Tombstone: tomb}, true, nil
+	return Record{Key: key, Version: ver, Value: val, Tombstone: tomb, Stamp: stamp}, true, nil
 }
 
 // Put stores one version. Storing the same version twice overwrites it.
 func (s *ShardTx) Put(r Record) error {
-	return s.data.Put(encodeVersionKey(r.Key, r.Version), encodeValue(r.Value, r.Tombstone))
+	stamp := r.Stamp
+	if stamp == r.Version.HLC {
+		stamp = 0
+	}
+	return s.data.Put(encodeVersionKey(r.Key, r.Version), encodeValue(r.Value, r.Tombstone, stamp))
+}
+
+// LatestAtStamp returns the version of key a snapshot at stamp sees: the
+// newest (by last-writer-wins) of the versions whose stamp (or HLC, for a
+// version written here) is at most stamp.
+func (s *ShardTx) LatestAtStamp(key []byte, stamp uint64) (Record, bool, error) {
+	if s.data == nil {
+		return Record{}, false, nil
+	}
+	prefix := keyPrefix(key)
+	c := s.data.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		_, ver, err := decodeVersionKey(k)
+		if err != nil {
+			return Record{}, false, err
+		}
+		st := valueStamp(v)
+		if st == 0 {
+			st = ver.HLC
+		}
+		if st <= stamp {
+			return decodeRecord(k, v, false)
+		}
+	}
+	return Record{}, false, nil
 }
 
 // History returns up to limit versions of key, newest first.
@@ -260,9 +305,11 @@ func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (
 		if visited == maxKeys {
 			return key, removed, nil
 		}
-		// The newest version: drop it only if it is an old tombstone.
-		dropAll := len(v) > 0 && v[0]&flagTomb != 0 && ver.HLC <= cutoff
-		shadowed := ver.HLC <= cutoff
+		// The newest version: drop it only if it is an old tombstone. Age
+		// is by stamp (when this site applied the version), so that a
+		// snapshot read at a stamp above the cutoff finds what it needs.
+		dropAll := len(v) > 0 && v[0]&flagTomb != 0 && stampOf(ver, v) <= cutoff
+		shadowed := stampOf(ver, v) <= cutoff
 		if dropAll {
 			if k, v, err = deleteAt(c, k); err != nil {
 				return nil, 0, err
@@ -284,11 +331,19 @@ func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (
 				removed++
 				continue
 			}
-			shadowed = older.HLC <= cutoff
+			shadowed = stampOf(older, v) <= cutoff
 			k, v = c.Next()
 		}
 	}
 	return nil, removed, nil
+}
+
+// stampOf returns the stamp of a stored version (its HLC if it has none).
+func stampOf(ver causal.Version, v []byte) uint64 {
+	if st := valueStamp(v); st != 0 {
+		return st
+	}
+	return ver.HLC
 }
 
 // deleteAt deletes the cursor's current item and moves to the next one.

@@ -28,8 +28,8 @@ func CorruptForTest(db *DB, id ShardID, key, value []byte) error {
 		prefix := keyPrefix(key)
 		k, _ := data.Cursor().Seek(prefix)
 		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return data.Put(encodeVersionKey(key, causal.Version{HLC: 1, Site: "corrupt"}), encodeValue(value, false))
+			return data.Put(encodeVersionKey(key, causal.Version{HLC: 1, Site: "corrupt"}), encodeValue(value, false, 0))
 		}
-		return data.Put(bytes.Clone(k), encodeValue(value, false))
+		return data.Put(bytes.Clone(k), encodeValue(value, false, 0))
 	})
 }

@@ -986,6 +986,130 @@ func (x *BatchGetResponse) GetItems() []*KeyValue {
 	return nil
 }
 
+type GetTxnRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Keys   [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Set by a node that forwards part of a GetTxn: the snapshot to read
+	// (clients leave it 0: the node picks one).
+	SnapshotHlc   uint64 `protobuf:"varint,3,opt,name=snapshot_hlc,json=snapshotHlc,proto3" json:"snapshot_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTxnRequest) Reset() {
+	*x = GetTxnRequest{}
+	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTxnRequest) ProtoMessage() {}
+
+func (x *GetTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTxnRequest.ProtoReflect.Descriptor instead.
+func (*GetTxnRequest) Descriptor() ([]byte, []int) {
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetTxnRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetTxnRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *GetTxnRequest) GetSnapshotHlc() uint64 {
+	if x != nil {
+		return x.SnapshotHlc
+	}
+	return 0
+}
+
+type GetTxnResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// One entry per requested key, in request order.
+	Items []*KeyValue `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	// The snapshot: the local HLC of the serving site the reads were cut at.
+	SnapshotHlc   uint64 `protobuf:"varint,3,opt,name=snapshot_hlc,json=snapshotHlc,proto3" json:"snapshot_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTxnResponse) Reset() {
+	*x = GetTxnResponse{}
+	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTxnResponse) ProtoMessage() {}
+
+func (x *GetTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTxnResponse.ProtoReflect.Descriptor instead.
+func (*GetTxnResponse) Descriptor() ([]byte, []int) {
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetTxnResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetTxnResponse) GetItems() []*KeyValue {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *GetTxnResponse) GetSnapshotHlc() uint64 {
+	if x != nil {
+		return x.SnapshotHlc
+	}
+	return 0
+}
+
 type ScanRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -1006,7 +1130,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1142,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1155,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanRequest) GetHeader() *RequestHeader {
@@ -1103,7 +1227,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1239,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1252,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanResponse) GetHeader() *ResponseHeader {
@@ -1172,7 +1296,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1308,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1321,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompareAndSwapRequest) GetHeader() *RequestHeader {
@@ -1289,7 +1413,7 @@ type CompareAndSwapResponse struct {
 
 func (x *CompareAndSwapResponse) Reset() {
 	*x = CompareAndSwapResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1425,7 @@ func (x *CompareAndSwapResponse) String() string {
 func (*CompareAndSwapResponse) ProtoMessage() {}
 
 func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1438,7 @@ func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompareAndSwapResponse) GetHeader() *ResponseHeader {
@@ -1345,7 +1469,7 @@ type CasConflict struct {
 
 func (x *CasConflict) Reset() {
 	*x = CasConflict{}
-	mi := &file_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1481,7 @@ func (x *CasConflict) String() string {
 func (*CasConflict) ProtoMessage() {}
 
 func (x *CasConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1494,7 @@ func (x *CasConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasConflict.ProtoReflect.Descriptor instead.
 func (*CasConflict) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CasConflict) GetFound() bool {
@@ -1400,7 +1524,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1536,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1549,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryRequest) GetHeader() *RequestHeader {
@@ -1467,7 +1591,7 @@ type VersionedValue struct {
 
 func (x *VersionedValue) Reset() {
 	*x = VersionedValue{}
-	mi := &file_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1603,7 @@ func (x *VersionedValue) String() string {
 func (*VersionedValue) ProtoMessage() {}
 
 func (x *VersionedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1616,7 @@ func (x *VersionedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionedValue.ProtoReflect.Descriptor instead.
 func (*VersionedValue) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VersionedValue) GetVersion() *Version {
@@ -1527,7 +1651,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1663,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1676,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryResponse) GetHeader() *ResponseHeader {
@@ -1632,7 +1756,15 @@ const file_kv_v1_kv_proto_rawDesc = "" +
 	"\vconsistency\x18\x03 \x01(\x0e2\x1b.causeway.kv.v1.ConsistencyR\vconsistency\"z\n" +
 	"\x10BatchGetResponse\x126\n" +
 	"\x06header\x18\x01 \x01(\v2\x1e.causeway.kv.v1.ResponseHeaderR\x06header\x12.\n" +
-	"\x05items\x18\x02 \x03(\v2\x18.causeway.kv.v1.KeyValueR\x05items\"\x9a\x02\n" +
+	"\x05items\x18\x02 \x03(\v2\x18.causeway.kv.v1.KeyValueR\x05items\"}\n" +
+	"\rGetTxnRequest\x125\n" +
+	"\x06header\x18\x01 \x01(\v2\x1d.causeway.kv.v1.RequestHeaderR\x06header\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12!\n" +
+	"\fsnapshot_hlc\x18\x03 \x01(\x04R\vsnapshotHlc\"\x9b\x01\n" +
+	"\x0eGetTxnResponse\x126\n" +
+	"\x06header\x18\x01 \x01(\v2\x1e.causeway.kv.v1.ResponseHeaderR\x06header\x12.\n" +
+	"\x05items\x18\x02 \x03(\v2\x18.causeway.kv.v1.KeyValueR\x05items\x12!\n" +
+	"\fsnapshot_hlc\x18\x03 \x01(\x04R\vsnapshotHlc\"\x9a\x02\n" +
 	"\vScanRequest\x125\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.causeway.kv.v1.RequestHeaderR\x06header\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\fR\x06prefix\x12\x14\n" +
@@ -1682,12 +1814,13 @@ const file_kv_v1_kv_proto_rawDesc = "" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DURABILITY_LOCAL\x10\x01\x12\x14\n" +
 	"\x10DURABILITY_SITES\x10\x02\x12\x12\n" +
-	"\x0eDURABILITY_ALL\x10\x032\x8c\x04\n" +
+	"\x0eDURABILITY_ALL\x10\x032\xd5\x04\n" +
 	"\x02KV\x12>\n" +
 	"\x03Put\x12\x1a.causeway.kv.v1.PutRequest\x1a\x1b.causeway.kv.v1.PutResponse\x12>\n" +
 	"\x03Get\x12\x1a.causeway.kv.v1.GetRequest\x1a\x1b.causeway.kv.v1.GetResponse\x12G\n" +
 	"\x06Delete\x12\x1d.causeway.kv.v1.DeleteRequest\x1a\x1e.causeway.kv.v1.DeleteResponse\x12M\n" +
-	"\bBatchGet\x12\x1f.causeway.kv.v1.BatchGetRequest\x1a .causeway.kv.v1.BatchGetResponse\x12A\n" +
+	"\bBatchGet\x12\x1f.causeway.kv.v1.BatchGetRequest\x1a .causeway.kv.v1.BatchGetResponse\x12G\n" +
+	"\x06GetTxn\x12\x1d.causeway.kv.v1.GetTxnRequest\x1a\x1e.causeway.kv.v1.GetTxnResponse\x12A\n" +
 	"\x04Scan\x12\x1b.causeway.kv.v1.ScanRequest\x1a\x1c.causeway.kv.v1.ScanResponse\x12_\n" +
 	"\x0eCompareAndSwap\x12%.causeway.kv.v1.CompareAndSwapRequest\x1a&.causeway.kv.v1.CompareAndSwapResponse\x12J\n" +
 	"\aHistory\x12\x1e.causeway.kv.v1.HistoryRequest\x1a\x1f.causeway.kv.v1.HistoryResponseB6Z4github.com/causeway-db/causeway/api/proto/kv/v1;kvv1b\x06proto3"
@@ -1705,7 +1838,7 @@ func file_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_kv_v1_kv_proto_goTypes = []any{
 	(Consistency)(0),               // 0: causeway.kv.v1.Consistency
 	(Durability)(0),                // 1: causeway.kv.v1.Durability
@@ -1723,14 +1856,16 @@ var file_kv_v1_kv_proto_goTypes = []any{
 	(*KeyValue)(nil),               // 13: causeway.kv.v1.KeyValue
 	(*BatchGetRequest)(nil),        // 14: causeway.kv.v1.BatchGetRequest
 	(*BatchGetResponse)(nil),       // 15: causeway.kv.v1.BatchGetResponse
-	(*ScanRequest)(nil),            // 16: causeway.kv.v1.ScanRequest
-	(*ScanResponse)(nil),           // 17: causeway.kv.v1.ScanResponse
-	(*CompareAndSwapRequest)(nil),  // 18: causeway.kv.v1.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 19: causeway.kv.v1.CompareAndSwapResponse
-	(*CasConflict)(nil),            // 20: causeway.kv.v1.CasConflict
-	(*HistoryRequest)(nil),         // 21: causeway.kv.v1.HistoryRequest
-	(*VersionedValue)(nil),         // 22: causeway.kv.v1.VersionedValue
-	(*HistoryResponse)(nil),        // 23: causeway.kv.v1.HistoryResponse
+	(*GetTxnRequest)(nil),          // 16: causeway.kv.v1.GetTxnRequest
+	(*GetTxnResponse)(nil),         // 17: causeway.kv.v1.GetTxnResponse
+	(*ScanRequest)(nil),            // 18: causeway.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 19: causeway.kv.v1.ScanResponse
+	(*CompareAndSwapRequest)(nil),  // 20: causeway.kv.v1.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil), // 21: causeway.kv.v1.CompareAndSwapResponse
+	(*CasConflict)(nil),            // 22: causeway.kv.v1.CasConflict
+	(*HistoryRequest)(nil),         // 23: causeway.kv.v1.HistoryRequest
+	(*VersionedValue)(nil),         // 24: causeway.kv.v1.VersionedValue
+	(*HistoryResponse)(nil),        // 25: causeway.kv.v1.HistoryResponse
 }
 var file_kv_v1_kv_proto_depIdxs = []int32{
 	1,  // 0: causeway.kv.v1.WriteOptions.durability:type_name -> causeway.kv.v1.Durability
@@ -1752,40 +1887,45 @@ var file_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 16: causeway.kv.v1.BatchGetRequest.consistency:type_name -> causeway.kv.v1.Consistency
 	4,  // 17: causeway.kv.v1.BatchGetResponse.header:type_name -> causeway.kv.v1.ResponseHeader
 	13, // 18: causeway.kv.v1.BatchGetResponse.items:type_name -> causeway.kv.v1.KeyValue
-	3,  // 19: causeway.kv.v1.ScanRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 20: causeway.kv.v1.ScanRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	4,  // 21: causeway.kv.v1.ScanResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	13, // 22: causeway.kv.v1.ScanResponse.items:type_name -> causeway.kv.v1.KeyValue
-	3,  // 23: causeway.kv.v1.CompareAndSwapRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	2,  // 24: causeway.kv.v1.CompareAndSwapRequest.expected_version:type_name -> causeway.kv.v1.Version
-	6,  // 25: causeway.kv.v1.CompareAndSwapRequest.options:type_name -> causeway.kv.v1.WriteOptions
-	4,  // 26: causeway.kv.v1.CompareAndSwapResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	2,  // 27: causeway.kv.v1.CompareAndSwapResponse.version:type_name -> causeway.kv.v1.Version
-	2,  // 28: causeway.kv.v1.CasConflict.current:type_name -> causeway.kv.v1.Version
-	3,  // 29: causeway.kv.v1.HistoryRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 30: causeway.kv.v1.HistoryRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	2,  // 31: causeway.kv.v1.VersionedValue.version:type_name -> causeway.kv.v1.Version
-	4,  // 32: causeway.kv.v1.HistoryResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	22, // 33: causeway.kv.v1.HistoryResponse.versions:type_name -> causeway.kv.v1.VersionedValue
-	7,  // 34: causeway.kv.v1.KV.Put:input_type -> causeway.kv.v1.PutRequest
-	9,  // 35: causeway.kv.v1.KV.Get:input_type -> causeway.kv.v1.GetRequest
-	11, // 36: causeway.kv.v1.KV.Delete:input_type -> causeway.kv.v1.DeleteRequest
-	14, // 37: causeway.kv.v1.KV.BatchGet:input_type -> causeway.kv.v1.BatchGetRequest
-	16, // 38: causeway.kv.v1.KV.Scan:input_type -> causeway.kv.v1.ScanRequest
-	18, // 39: causeway.kv.v1.KV.CompareAndSwap:input_type -> causeway.kv.v1.CompareAndSwapRequest
-	21, // 40: causeway.kv.v1.KV.History:input_type -> causeway.kv.v1.HistoryRequest
-	8,  // 41: causeway.kv.v1.KV.Put:output_type -> causeway.kv.v1.PutResponse
-	10, // 42: causeway.kv.v1.KV.Get:output_type -> causeway.kv.v1.GetResponse
-	12, // 43: causeway.kv.v1.KV.Delete:output_type -> causeway.kv.v1.DeleteResponse
-	15, // 44: causeway.kv.v1.KV.BatchGet:output_type -> causeway.kv.v1.BatchGetResponse
-	17, // 45: causeway.kv.v1.KV.Scan:output_type -> causeway.kv.v1.ScanResponse
-	19, // 46: causeway.kv.v1.KV.CompareAndSwap:output_type -> causeway.kv.v1.CompareAndSwapResponse
-	23, // 47: causeway.kv.v1.KV.History:output_type -> causeway.kv.v1.HistoryResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	3,  // 19: causeway.kv.v1.GetTxnRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	4,  // 20: causeway.kv.v1.GetTxnResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	13, // 21: causeway.kv.v1.GetTxnResponse.items:type_name -> causeway.kv.v1.KeyValue
+	3,  // 22: causeway.kv.v1.ScanRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 23: causeway.kv.v1.ScanRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	4,  // 24: causeway.kv.v1.ScanResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	13, // 25: causeway.kv.v1.ScanResponse.items:type_name -> causeway.kv.v1.KeyValue
+	3,  // 26: causeway.kv.v1.CompareAndSwapRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	2,  // 27: causeway.kv.v1.CompareAndSwapRequest.expected_version:type_name -> causeway.kv.v1.Version
+	6,  // 28: causeway.kv.v1.CompareAndSwapRequest.options:type_name -> causeway.kv.v1.WriteOptions
+	4,  // 29: causeway.kv.v1.CompareAndSwapResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	2,  // 30: causeway.kv.v1.CompareAndSwapResponse.version:type_name -> causeway.kv.v1.Version
+	2,  // 31: causeway.kv.v1.CasConflict.current:type_name -> causeway.kv.v1.Version
+	3,  // 32: causeway.kv.v1.HistoryRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 33: causeway.kv.v1.HistoryRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	2,  // 34: causeway.kv.v1.VersionedValue.version:type_name -> causeway.kv.v1.Version
+	4,  // 35: causeway.kv.v1.HistoryResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	24, // 36: causeway.kv.v1.HistoryResponse.versions:type_name -> causeway.kv.v1.VersionedValue
+	7,  // 37: causeway.kv.v1.KV.Put:input_type -> causeway.kv.v1.PutRequest
+	9,  // 38: causeway.kv.v1.KV.Get:input_type -> causeway.kv.v1.GetRequest
+	11, // 39: causeway.kv.v1.KV.Delete:input_type -> causeway.kv.v1.DeleteRequest
+	14, // 40: causeway.kv.v1.KV.BatchGet:input_type -> causeway.kv.v1.BatchGetRequest
+	16, // 41: causeway.kv.v1.KV.GetTxn:input_type -> causeway.kv.v1.GetTxnRequest
+	18, // 42: causeway.kv.v1.KV.Scan:input_type -> causeway.kv.v1.ScanRequest
+	20, // 43: causeway.kv.v1.KV.CompareAndSwap:input_type -> causeway.kv.v1.CompareAndSwapRequest
+	23, // 44: causeway.kv.v1.KV.History:input_type -> causeway.kv.v1.HistoryRequest
+	8,  // 45: causeway.kv.v1.KV.Put:output_type -> causeway.kv.v1.PutResponse
+	10, // 46: causeway.kv.v1.KV.Get:output_type -> causeway.kv.v1.GetResponse
+	12, // 47: causeway.kv.v1.KV.Delete:output_type -> causeway.kv.v1.DeleteResponse
+	15, // 48: causeway.kv.v1.KV.BatchGet:output_type -> causeway.kv.v1.BatchGetResponse
+	17, // 49: causeway.kv.v1.KV.GetTxn:output_type -> causeway.kv.v1.GetTxnResponse
+	19, // 50: causeway.kv.v1.KV.Scan:output_type -> causeway.kv.v1.ScanResponse
+	21, // 51: causeway.kv.v1.KV.CompareAndSwap:output_type -> causeway.kv.v1.CompareAndSwapResponse
+	25, // 52: causeway.kv.v1.KV.History:output_type -> causeway.kv.v1.HistoryResponse
+	45, // [45:53] is the sub-list for method output_type
+	37, // [37:45] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_kv_v1_kv_proto_init() }
@@ -1793,7 +1933,7 @@ func file_kv_v1_kv_proto_init() {
 	if File_kv_v1_kv_proto != nil {
 		return
 	}
-	file_kv_v1_kv_proto_msgTypes[16].OneofWrappers = []any{
+	file_kv_v1_kv_proto_msgTypes[18].OneofWrappers = []any{
 		(*CompareAndSwapRequest_ExpectedVersion)(nil),
 		(*CompareAndSwapRequest_ExpectAbsent)(nil),
 	}
@@ -1803,7 +1943,7 @@ func file_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_v1_kv_proto_rawDesc), len(file_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	KV_Get_FullMethodName            = "/causeway.kv.v1.KV/Get"
 	KV_Delete_FullMethodName         = "/causeway.kv.v1.KV/Delete"
 	KV_BatchGet_FullMethodName       = "/causeway.kv.v1.KV/BatchGet"
+	KV_GetTxn_FullMethodName         = "/causeway.kv.v1.KV/GetTxn"
 	KV_Scan_FullMethodName           = "/causeway.kv.v1.KV/Scan"
 	KV_CompareAndSwap_FullMethodName = "/causeway.kv.v1.KV/CompareAndSwap"
 	KV_History_FullMethodName        = "/causeway.kv.v1.KV/History"
@@ -50,6 +51,10 @@ type KVClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// BatchGet reads several keys of one keyspace.
 	BatchGet(ctx context.Context, in *BatchGetRequest, opts ...grpc.CallOption) (*BatchGetResponse, error)
+	// GetTxn reads several keys, possibly on different shards, as one
+	// causally consistent snapshot that includes everything the session
+	// wrote or read (docs/consistency.md).
+	GetTxn(ctx context.Context, in *GetTxnRequest, opts ...grpc.CallOption) (*GetTxnResponse, error)
 	// Scan lists keys in byte order across all shards, one page at a time.
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
 	// CompareAndSwap writes only if the key's current version is the expected
@@ -108,6 +113,16 @@ func (c *kVClient) BatchGet(ctx context.Context, in *BatchGetRequest, opts ...gr
 	return out, nil
 }
 
+func (c *kVClient) GetTxn(ctx context.Context, in *GetTxnRequest, opts ...grpc.CallOption) (*GetTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTxnResponse)
+	err := c.cc.Invoke(ctx, KV_GetTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ScanResponse)
@@ -152,6 +167,10 @@ type KVServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// BatchGet reads several keys of one keyspace.
 	BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error)
+	// GetTxn reads several keys, possibly on different shards, as one
+	// causally consistent snapshot that includes everything the session
+	// wrote or read (docs/consistency.md).
+	GetTxn(context.Context, *GetTxnRequest) (*GetTxnResponse, error)
 	// Scan lists keys in byte order across all shards, one page at a time.
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
 	// CompareAndSwap writes only if the key's current version is the expected
@@ -181,6 +200,9 @@ func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*DeleteRes
 }
 func (UnimplementedKVServer) BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method BatchGet not implemented")
+}
+func (UnimplementedKVServer) GetTxn(context.Context, *GetTxnRequest) (*GetTxnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetTxn not implemented")
 }
 func (UnimplementedKVServer) Scan(context.Context, *ScanRequest) (*ScanResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Scan not implemented")
@@ -284,6 +306,24 @@ func _KV_BatchGet_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_GetTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).GetTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_GetTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).GetTxn(ctx, req.(*GetTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Scan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ScanRequest)
 	if err := dec(in); err != nil {
@@ -360,6 +400,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BatchGet",
 			Handler:    _KV_BatchGet_Handler,
+		},
+		{
+			MethodName: "GetTxn",
+			Handler:    _KV_GetTxn_Handler,
 		},
 		{
 			MethodName: "Scan",

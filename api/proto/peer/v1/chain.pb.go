@@ -21,6 +21,148 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type WaitAppliedRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard    uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Hlc      uint64                 `protobuf:"varint,3,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The origins to wait for (the keyspace's other sites).
+	Origins       []string `protobuf:"bytes,4,rep,name=origins,proto3" json:"origins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitAppliedRequest) Reset() {
+	*x = WaitAppliedRequest{}
+	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAppliedRequest) ProtoMessage() {}
+
+func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
+func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WaitAppliedRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *WaitAppliedRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *WaitAppliedRequest) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+func (x *WaitAppliedRequest) GetOrigins() []string {
+	if x != nil {
+		return x.Origins
+	}
+	return nil
+}
+
+type WaitAppliedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the replica applied every origin's writes up to hlc.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// The replica's newest HLC when it answered (at least the stamp of
+	// everything it applied).
+	MaxHlc uint64 `protobuf:"varint,2,opt,name=max_hlc,json=maxHlc,proto3" json:"max_hlc,omitempty"`
+	// When not applied: the first origin it still waits for, and that
+	// origin's progress.
+	WaitingFor    string `protobuf:"bytes,3,opt,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	ProgressHlc   uint64 `protobuf:"varint,4,opt,name=progress_hlc,json=progressHlc,proto3" json:"progress_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitAppliedResponse) Reset() {
+	*x = WaitAppliedResponse{}
+	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAppliedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAppliedResponse) ProtoMessage() {}
+
+func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
+func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WaitAppliedResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *WaitAppliedResponse) GetMaxHlc() uint64 {
+	if x != nil {
+		return x.MaxHlc
+	}
+	return 0
+}
+
+func (x *WaitAppliedResponse) GetWaitingFor() string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return ""
+}
+
+func (x *WaitAppliedResponse) GetProgressHlc() uint64 {
+	if x != nil {
+		return x.ProgressHlc
+	}
+	return 0
+}
+
 // OriginProgress is what a site has applied of one origin's updates to a
 // shard.
 type OriginProgress struct {
@@ -34,7 +176,7 @@ type OriginProgress struct {
 
 func (x *OriginProgress) Reset() {
 	*x = OriginProgress{}
-	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	mi := &file_peer_v1_chain_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +188,7 @@ func (x *OriginProgress) String() string {
 func (*OriginProgress) ProtoMessage() {}
 
 func (x *OriginProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	mi := &file_peer_v1_chain_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +201,7 @@ func (x *OriginProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OriginProgress.ProtoReflect.Descriptor instead.
 func (*OriginProgress) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{0}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OriginProgress) GetSite() string {
@@ -105,7 +247,7 @@ type ShipRequest struct {
 
 func (x *ShipRequest) Reset() {
 	*x = ShipRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	mi := &file_peer_v1_chain_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +259,7 @@ func (x *ShipRequest) String() string {
 func (*ShipRequest) ProtoMessage() {}
 
 func (x *ShipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	mi := &file_peer_v1_chain_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +272,7 @@ func (x *ShipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipRequest.ProtoReflect.Descriptor instead.
 func (*ShipRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{1}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ShipRequest) GetKeyspace() string {
@@ -207,7 +349,7 @@ type ShipResponse struct {
 
 func (x *ShipResponse) Reset() {
 	*x = ShipResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[2]
+	mi := &file_peer_v1_chain_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +361,7 @@ func (x *ShipResponse) String() string {
 func (*ShipResponse) ProtoMessage() {}
 
 func (x *ShipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[2]
+	mi := &file_peer_v1_chain_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +374,7 @@ func (x *ShipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipResponse.ProtoReflect.Descriptor instead.
 func (*ShipResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{2}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ShipResponse) GetNextSeq() uint64 {
@@ -273,7 +415,7 @@ type SiteDigestRequest struct {
 
 func (x *SiteDigestRequest) Reset() {
 	*x = SiteDigestRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[3]
+	mi := &file_peer_v1_chain_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +427,7 @@ func (x *SiteDigestRequest) String() string {
 func (*SiteDigestRequest) ProtoMessage() {}
 
 func (x *SiteDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[3]
+	mi := &file_peer_v1_chain_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +440,7 @@ func (x *SiteDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteDigestRequest.ProtoReflect.Descriptor instead.
 func (*SiteDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{3}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SiteDigestRequest) GetKeyspace() string {
@@ -326,7 +468,7 @@ type SiteDigestResponse struct {
 
 func (x *SiteDigestResponse) Reset() {
 	*x = SiteDigestResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[4]
+	mi := &file_peer_v1_chain_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +480,7 @@ func (x *SiteDigestResponse) String() string {
 func (*SiteDigestResponse) ProtoMessage() {}
 
 func (x *SiteDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[4]
+	mi := &file_peer_v1_chain_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +493,7 @@ func (x *SiteDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteDigestResponse.ProtoReflect.Descriptor instead.
 func (*SiteDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{4}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SiteDigestResponse) GetSlots() []uint64 {
@@ -387,7 +529,7 @@ type RepairShardRequest struct {
 
 func (x *RepairShardRequest) Reset() {
 	*x = RepairShardRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[5]
+	mi := &file_peer_v1_chain_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +541,7 @@ func (x *RepairShardRequest) String() string {
 func (*RepairShardRequest) ProtoMessage() {}
 
 func (x *RepairShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[5]
+	mi := &file_peer_v1_chain_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +554,7 @@ func (x *RepairShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairShardRequest.ProtoReflect.Descriptor instead.
 func (*RepairShardRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{5}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RepairShardRequest) GetKeyspace() string {
@@ -452,7 +594,7 @@ type RepairShardResponse struct {
 
 func (x *RepairShardResponse) Reset() {
 	*x = RepairShardResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[6]
+	mi := &file_peer_v1_chain_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +606,7 @@ func (x *RepairShardResponse) String() string {
 func (*RepairShardResponse) ProtoMessage() {}
 
 func (x *RepairShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[6]
+	mi := &file_peer_v1_chain_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +619,7 @@ func (x *RepairShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairShardResponse.ProtoReflect.Descriptor instead.
 func (*RepairShardResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{6}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RepairShardResponse) GetApplied() uint64 {
@@ -496,7 +638,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[7]
+	mi := &file_peer_v1_chain_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +650,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[7]
+	mi := &file_peer_v1_chain_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +663,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{7}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PingRequest) GetFromSite() string {
@@ -541,7 +683,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[8]
+	mi := &file_peer_v1_chain_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +695,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[8]
+	mi := &file_peer_v1_chain_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +708,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{8}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PingResponse) GetSite() string {
@@ -587,7 +729,18 @@ var File_peer_v1_chain_proto protoreflect.FileDescriptor
 
 const file_peer_v1_chain_proto_rawDesc = "" +
 	"\n" +
-	"\x13peer/v1/chain.proto\x12\x10causeway.peer.v1\x1a\x15peer/v1/command.proto\"H\n" +
+	"\x13peer/v1/chain.proto\x12\x10causeway.peer.v1\x1a\x15peer/v1/command.proto\"r\n" +
+	"\x12WaitAppliedRequest\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x10\n" +
+	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\x12\x18\n" +
+	"\aorigins\x18\x04 \x03(\tR\aorigins\"\x8c\x01\n" +
+	"\x13WaitAppliedResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x17\n" +
+	"\amax_hlc\x18\x02 \x01(\x04R\x06maxHlc\x12\x1f\n" +
+	"\vwaiting_for\x18\x03 \x01(\tR\n" +
+	"waitingFor\x12!\n" +
+	"\fprogress_hlc\x18\x04 \x01(\x04R\vprogressHlc\"H\n" +
 	"\x0eOriginProgress\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
@@ -626,13 +779,14 @@ const file_peer_v1_chain_proto_rawDesc = "" +
 	"\tfrom_site\x18\x01 \x01(\tR\bfromSite\";\n" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId2\xc5\x02\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId2\xa1\x03\n" +
 	"\x05Chain\x12E\n" +
 	"\x04Ship\x12\x1d.causeway.peer.v1.ShipRequest\x1a\x1e.causeway.peer.v1.ShipResponse\x12W\n" +
 	"\n" +
 	"SiteDigest\x12#.causeway.peer.v1.SiteDigestRequest\x1a$.causeway.peer.v1.SiteDigestResponse\x12U\n" +
 	"\x06Repair\x12$.causeway.peer.v1.RepairShardRequest\x1a%.causeway.peer.v1.RepairShardResponse\x12E\n" +
-	"\x04Ping\x12\x1d.causeway.peer.v1.PingRequest\x1a\x1e.causeway.peer.v1.PingResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\x04Ping\x12\x1d.causeway.peer.v1.PingRequest\x1a\x1e.causeway.peer.v1.PingResponse\x12Z\n" +
+	"\vWaitApplied\x12$.causeway.peer.v1.WaitAppliedRequest\x1a%.causeway.peer.v1.WaitAppliedResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_chain_proto_rawDescOnce sync.Once
@@ -646,36 +800,40 @@ func file_peer_v1_chain_proto_rawDescGZIP() []byte {
 	return file_peer_v1_chain_proto_rawDescData
 }
 
-var file_peer_v1_chain_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_peer_v1_chain_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_peer_v1_chain_proto_goTypes = []any{
-	(*OriginProgress)(nil),      // 0: causeway.peer.v1.OriginProgress
-	(*ShipRequest)(nil),         // 1: causeway.peer.v1.ShipRequest
-	(*ShipResponse)(nil),        // 2: causeway.peer.v1.ShipResponse
-	(*SiteDigestRequest)(nil),   // 3: causeway.peer.v1.SiteDigestRequest
-	(*SiteDigestResponse)(nil),  // 4: causeway.peer.v1.SiteDigestResponse
-	(*RepairShardRequest)(nil),  // 5: causeway.peer.v1.RepairShardRequest
-	(*RepairShardResponse)(nil), // 6: causeway.peer.v1.RepairShardResponse
-	(*PingRequest)(nil),         // 7: causeway.peer.v1.PingRequest
-	(*PingResponse)(nil),        // 8: causeway.peer.v1.PingResponse
-	(*Replicate)(nil),           // 9: causeway.peer.v1.Replicate
-	(*RepairRecords)(nil),       // 10: causeway.peer.v1.RepairRecords
+	(*WaitAppliedRequest)(nil),  // 0: causeway.peer.v1.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil), // 1: causeway.peer.v1.WaitAppliedResponse
+	(*OriginProgress)(nil),      // 2: causeway.peer.v1.OriginProgress
+	(*ShipRequest)(nil),         // 3: causeway.peer.v1.ShipRequest
+	(*ShipResponse)(nil),        // 4: causeway.peer.v1.ShipResponse
+	(*SiteDigestRequest)(nil),   // 5: causeway.peer.v1.SiteDigestRequest
+	(*SiteDigestResponse)(nil),  // 6: causeway.peer.v1.SiteDigestResponse
+	(*RepairShardRequest)(nil),  // 7: causeway.peer.v1.RepairShardRequest
+	(*RepairShardResponse)(nil), // 8: causeway.peer.v1.RepairShardResponse
+	(*PingRequest)(nil),         // 9: causeway.peer.v1.PingRequest
+	(*PingResponse)(nil),        // 10: causeway.peer.v1.PingResponse
+	(*Replicate)(nil),           // 11: causeway.peer.v1.Replicate
+	(*RepairRecords)(nil),       // 12: causeway.peer.v1.RepairRecords
 }
 var file_peer_v1_chain_proto_depIdxs = []int32{
-	9,  // 0: causeway.peer.v1.ShipRequest.updates:type_name -> causeway.peer.v1.Replicate
-	0,  // 1: causeway.peer.v1.ShipRequest.known:type_name -> causeway.peer.v1.OriginProgress
-	0,  // 2: causeway.peer.v1.ShipResponse.known:type_name -> causeway.peer.v1.OriginProgress
-	0,  // 3: causeway.peer.v1.SiteDigestResponse.origins:type_name -> causeway.peer.v1.OriginProgress
-	10, // 4: causeway.peer.v1.RepairShardRequest.repair:type_name -> causeway.peer.v1.RepairRecords
-	1,  // 5: causeway.peer.v1.Chain.Ship:input_type -> causeway.peer.v1.ShipRequest
-	3,  // 6: causeway.peer.v1.Chain.SiteDigest:input_type -> causeway.peer.v1.SiteDigestRequest
-	5,  // 7: causeway.peer.v1.Chain.Repair:input_type -> causeway.peer.v1.RepairShardRequest
-	7,  // 8: causeway.peer.v1.Chain.Ping:input_type -> causeway.peer.v1.PingRequest
-	2,  // 9: causeway.peer.v1.Chain.Ship:output_type -> causeway.peer.v1.ShipResponse
-	4,  // 10: causeway.peer.v1.Chain.SiteDigest:output_type -> causeway.peer.v1.SiteDigestResponse
-	6,  // 11: causeway.peer.v1.Chain.Repair:output_type -> causeway.peer.v1.RepairShardResponse
-	8,  // 12: causeway.peer.v1.Chain.Ping:output_type -> causeway.peer.v1.PingResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
+	11, // 0: causeway.peer.v1.ShipRequest.updates:type_name -> causeway.peer.v1.Replicate
+	2,  // 1: causeway.peer.v1.ShipRequest.known:type_name -> causeway.peer.v1.OriginProgress
+	2,  // 2: causeway.peer.v1.ShipResponse.known:type_name -> causeway.peer.v1.OriginProgress
+	2,  // 3: causeway.peer.v1.SiteDigestResponse.origins:type_name -> causeway.peer.v1.OriginProgress
+	12, // 4: causeway.peer.v1.RepairShardRequest.repair:type_name -> causeway.peer.v1.RepairRecords
+	3,  // 5: causeway.peer.v1.Chain.Ship:input_type -> causeway.peer.v1.ShipRequest
+	5,  // 6: causeway.peer.v1.Chain.SiteDigest:input_type -> causeway.peer.v1.SiteDigestRequest
+	7,  // 7: causeway.peer.v1.Chain.Repair:input_type -> causeway.peer.v1.RepairShardRequest
+	9,  // 8: causeway.peer.v1.Chain.Ping:input_type -> causeway.peer.v1.PingRequest
+	0,  // 9: causeway.peer.v1.Chain.WaitApplied:input_type -> causeway.peer.v1.WaitAppliedRequest
+	4,  // 10: causeway.peer.v1.Chain.Ship:output_type -> causeway.peer.v1.ShipResponse
+	6,  // 11: causeway.peer.v1.Chain.SiteDigest:output_type -> causeway.peer.v1.SiteDigestResponse
+	8,  // 12: causeway.peer.v1.Chain.Repair:output_type -> causeway.peer.v1.RepairShardResponse
+	10, // 13: causeway.peer.v1.Chain.Ping:output_type -> causeway.peer.v1.PingResponse
+	1,  // 14: causeway.peer.v1.Chain.WaitApplied:output_type -> causeway.peer.v1.WaitAppliedResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -693,7 +851,7 @@ func file_peer_v1_chain_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_chain_proto_rawDesc), len(file_peer_v1_chain_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

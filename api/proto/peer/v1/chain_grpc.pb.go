@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Chain_Ship_FullMethodName       = "/causeway.peer.v1.Chain/Ship"
-	Chain_SiteDigest_FullMethodName = "/causeway.peer.v1.Chain/SiteDigest"
-	Chain_Repair_FullMethodName     = "/causeway.peer.v1.Chain/Repair"
-	Chain_Ping_FullMethodName       = "/causeway.peer.v1.Chain/Ping"
+	Chain_Ship_FullMethodName        = "/causeway.peer.v1.Chain/Ship"
+	Chain_SiteDigest_FullMethodName  = "/causeway.peer.v1.Chain/SiteDigest"
+	Chain_Repair_FullMethodName      = "/causeway.peer.v1.Chain/Repair"
+	Chain_Ping_FullMethodName        = "/causeway.peer.v1.Chain/Ping"
+	Chain_WaitApplied_FullMethodName = "/causeway.peer.v1.Chain/WaitApplied"
 )
 
 // ChainClient is the client API for Chain service.
@@ -44,6 +45,10 @@ type ChainClient interface {
 	Repair(ctx context.Context, in *RepairShardRequest, opts ...grpc.CallOption) (*RepairShardResponse, error)
 	// Ping measures the round trip to a site.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// WaitApplied waits (within the call's deadline) until a replica of a
+	// shard at this site applied every other site's writes up to an HLC: a
+	// session that moved here needs its causal past first.
+	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
 }
 
 type chainClient struct {
@@ -94,6 +99,16 @@ func (c *chainClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *chainClient) WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitAppliedResponse)
+	err := c.cc.Invoke(ctx, Chain_WaitApplied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChainServer is the server API for Chain service.
 // All implementations must embed UnimplementedChainServer
 // for forward compatibility.
@@ -113,6 +128,10 @@ type ChainServer interface {
 	Repair(context.Context, *RepairShardRequest) (*RepairShardResponse, error)
 	// Ping measures the round trip to a site.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// WaitApplied waits (within the call's deadline) until a replica of a
+	// shard at this site applied every other site's writes up to an HLC: a
+	// session that moved here needs its causal past first.
+	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
 	mustEmbedUnimplementedChainServer()
 }
 
@@ -134,6 +153,9 @@ func (UnimplementedChainServer) Repair(context.Context, *RepairShardRequest) (*R
 }
 func (UnimplementedChainServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedChainServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitApplied not implemented")
 }
 func (UnimplementedChainServer) mustEmbedUnimplementedChainServer() {}
 func (UnimplementedChainServer) testEmbeddedByValue()               {}
@@ -228,6 +250,24 @@ func _Chain_Ping_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Chain_WaitApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitAppliedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChainServer).WaitApplied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Chain_WaitApplied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChainServer).WaitApplied(ctx, req.(*WaitAppliedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Chain_ServiceDesc is the grpc.ServiceDesc for Chain service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +290,10 @@ var Chain_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _Chain_Ping_Handler,
+		},
+		{
+			MethodName: "WaitApplied",
+			Handler:    _Chain_WaitApplied_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -709,8 +709,13 @@ type Replicate struct {
 	// number closed_seq with an HLC at or below closed_hlc (a closed
 	// timestamp), so the origin's progress advances to it once every write
 	// up to closed_seq is applied.
-	ClosedHlc     uint64 `protobuf:"varint,3,opt,name=closed_hlc,json=closedHlc,proto3" json:"closed_hlc,omitempty"`
-	ClosedSeq     uint64 `protobuf:"varint,4,opt,name=closed_seq,json=closedSeq,proto3" json:"closed_seq,omitempty"`
+	ClosedHlc uint64 `protobuf:"varint,3,opt,name=closed_hlc,json=closedHlc,proto3" json:"closed_hlc,omitempty"`
+	ClosedSeq uint64 `protobuf:"varint,4,opt,name=closed_seq,json=closedSeq,proto3" json:"closed_seq,omitempty"`
+	// The receiving leader's HLC when it proposed the command, after its
+	// clock observed the writes and their dependencies at this site. The
+	// writes are stamped with max(local_hlc, the shard's newest HLC + 1)
+	// (storage.Record.Stamp), and the shard's newest HLC rises to it.
+	LocalHlc      uint64 `protobuf:"varint,5,opt,name=local_hlc,json=localHlc,proto3" json:"local_hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +774,13 @@ func (x *Replicate) GetClosedHlc() uint64 {
 func (x *Replicate) GetClosedSeq() uint64 {
 	if x != nil {
 		return x.ClosedSeq
+	}
+	return 0
+}
+
+func (x *Replicate) GetLocalHlc() uint64 {
+	if x != nil {
+		return x.LocalHlc
 	}
 	return 0
 }
@@ -989,7 +1001,9 @@ type RepairRecords struct {
 	Records []*RepairRecord        `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// Progress of every origin the records cover (the sending site's
 	// progress when it read them).
-	Origins       []*RepairProgressMark `protobuf:"bytes,2,rep,name=origins,proto3" json:"origins,omitempty"`
+	Origins []*RepairProgressMark `protobuf:"bytes,2,rep,name=origins,proto3" json:"origins,omitempty"`
+	// As Replicate.local_hlc.
+	LocalHlc      uint64 `protobuf:"varint,3,opt,name=local_hlc,json=localHlc,proto3" json:"local_hlc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1036,6 +1050,13 @@ func (x *RepairRecords) GetOrigins() []*RepairProgressMark {
 		return x.Origins
 	}
 	return nil
+}
+
+func (x *RepairRecords) GetLocalHlc() uint64 {
+	if x != nil {
+		return x.LocalHlc
+	}
+	return 0
 }
 
 type RepairRecord struct {
@@ -1226,14 +1247,15 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\r_frontier_hlc\"\r\n" +
 	"\vDigestCheck\"\x19\n" +
 	"\x05Close\x12\x10\n" +
-	"\x03hlc\x18\x01 \x01(\x04R\x03hlc\"\x98\x01\n" +
+	"\x03hlc\x18\x01 \x01(\x04R\x03hlc\"\xb5\x01\n" +
 	"\tReplicate\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x125\n" +
 	"\x06writes\x18\x02 \x03(\v2\x1d.causeway.peer.v1.RemoteWriteR\x06writes\x12\x1d\n" +
 	"\n" +
 	"closed_hlc\x18\x03 \x01(\x04R\tclosedHlc\x12\x1d\n" +
 	"\n" +
-	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\"\xa9\x01\n" +
+	"closed_seq\x18\x04 \x01(\x04R\tclosedSeq\x12\x1b\n" +
+	"\tlocal_hlc\x18\x05 \x01(\x04R\blocalHlc\"\xa9\x01\n" +
 	"\vRemoteWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
@@ -1247,10 +1269,11 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x06Stable\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
-	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\"\x89\x01\n" +
+	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\"\xa6\x01\n" +
 	"\rRepairRecords\x128\n" +
 	"\arecords\x18\x01 \x03(\v2\x1e.causeway.peer.v1.RepairRecordR\arecords\x12>\n" +
-	"\aorigins\x18\x02 \x03(\v2$.causeway.peer.v1.RepairProgressMarkR\aorigins\"z\n" +
+	"\aorigins\x18\x02 \x03(\v2$.causeway.peer.v1.RepairProgressMarkR\aorigins\x12\x1b\n" +
+	"\tlocal_hlc\x18\x03 \x01(\x04R\blocalHlc\"z\n" +
 	"\fRepairRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +

@@ -288,11 +288,14 @@ func (x *ScanShardRequest) GetEpoch() uint64 {
 }
 
 type ScanItem struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	Hlc           uint64                 `protobuf:"varint,3,opt,name=hlc,proto3" json:"hlc,omitempty"`
-	Site          string                 `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Hlc   uint64                 `protobuf:"varint,3,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	Site  string                 `protobuf:"bytes,4,opt,name=site,proto3" json:"site,omitempty"`
+	// The local HLC at which this site applied a version of another site
+	// (storage.Record.Stamp); 0 for a version written here.
+	Stamp         uint64 `protobuf:"varint,5,opt,name=stamp,proto3" json:"stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +356,13 @@ func (x *ScanItem) GetSite() string {
 		return x.Site
 	}
 	return ""
+}
+
+func (x *ScanItem) GetStamp() uint64 {
+	if x != nil {
+		return x.Stamp
+	}
+	return 0
 }
 
 type ScanShardResponse struct {
@@ -1617,12 +1627,13 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1b\n" +
 	"\tkeys_only\x18\x05 \x01(\bR\bkeysOnly\x12\x16\n" +
 	"\x06strong\x18\x06 \x01(\bR\x06strong\x12\x14\n" +
-	"\x05epoch\x18\a \x01(\x04R\x05epoch\"X\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\"n\n" +
 	"\bScanItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x10\n" +
 	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\x12\x12\n" +
-	"\x04site\x18\x04 \x01(\tR\x04site\"Y\n" +
+	"\x04site\x18\x04 \x01(\tR\x04site\x12\x14\n" +
+	"\x05stamp\x18\x05 \x01(\x04R\x05stamp\"Y\n" +
 	"\x11ScanShardResponse\x120\n" +
 	"\x05items\x18\x01 \x03(\v2\x1a.causeway.peer.v1.ScanItemR\x05items\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"\x80\x03\n" +

@@ -1,0 +1,125 @@
+package geo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+)
+
+// WaitSiteApplied implements router.Durability: it waits until a replica
+// of every shard this site holds, of every keyspace other sites hold too,
+// applied the other sites' writes up to hlc (their progress for each
+// origin reached it: their own writes or closed timestamps), and returns
+// the largest newest HLC of those replicas. A session that moved here
+// waits for it (router.Arrive).
+func (s *Service) WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, error) {
+	cfg, _ := s.configs()
+	names := make([]string, 0, len(cfg.Keyspaces))
+	for n := range cfg.Keyspaces {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var stamp uint64
+	for _, name := range names {
+		ks, ok := cfg.Keyspace(name)
+		if !ok || !ks.Holds(s.cfg.Site) || len(ks.Sites) < 2 {
+			continue
+		}
+		origins := slices.DeleteFunc(slices.Clone(ks.Sites), func(o string) bool { return o == s.cfg.Site })
+		for id := uint32(0); id < ks.Shards; id++ {
+			m, err := s.waitShardApplied(ctx, placement.Shard{Keyspace: name, ID: id}, hlc, origins)
+			if err != nil {
+				return 0, err
+			}
+			stamp = max(stamp, m)
+		}
+	}
+	return stamp, nil
+}
+
+// waitShardApplied waits until a replica of sh at this site applied every
+// origin's writes up to hlc: this node's, or the leader's (on another
+// node, asked through WaitApplied).
+func (s *Service) waitShardApplied(ctx context.Context, sh placement.Shard, hlc uint64, origins []string) (uint64, error) {
+	if g := s.host.Group(sh); g != nil {
+		return waitGroupApplied(ctx, g, sh, hlc, origins)
+	}
+	for {
+		_, fwd, fctx, err := s.leader(ctx, sh)
+		if err != nil {
+			return 0, err
+		}
+		if fwd == nil {
+			// This node leads now: its replica opened meanwhile.
+			if g := s.host.Group(sh); g != nil {
+				return waitGroupApplied(ctx, g, sh, hlc, origins)
+			}
+			return 0, fmt.Errorf("%s: no replica here", sh)
+		}
+		resp, err := fwd.WaitApplied(fctx, &peerv1.WaitAppliedRequest{Keyspace: sh.Keyspace, Shard: sh.ID, Hlc: hlc, Origins: origins})
+		switch {
+		case err == nil && resp.Applied:
+			return resp.MaxHlc, nil
+		case err == nil:
+			if ctx.Err() != nil {
+				return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %d only", sh, resp.WaitingFor, resp.ProgressHlc)
+			}
+		case ctx.Err() != nil:
+			return 0, fmt.Errorf("%s: %w", sh, ctx.Err())
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+}
+
+// waitGroupApplied waits until g applied every origin's writes up to hlc.
+func waitGroupApplied(ctx context.Context, g *shard.Group, sh placement.Shard, hlc uint64, origins []string) (uint64, error) {
+	for _, o := range origins {
+		if err := g.WaitOrigin(ctx, o, hlc); err != nil {
+			return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %d only (%v)", sh, o, g.Geo().Origins[o].HLC, err)
+		}
+	}
+	return g.MaxHLC(), nil
+}
+
+// WaitApplied implements peerv1.ChainServer.
+func (s *Service) WaitApplied(ctx context.Context, req *peerv1.WaitAppliedRequest) (*peerv1.WaitAppliedResponse, error) {
+	sh := placement.Shard{Keyspace: req.Keyspace, ID: req.Shard}
+	g := s.host.Group(sh)
+	if g == nil {
+		_, lg, fwd, fctx, err := s.heldLeader(ctx, req.Keyspace, req.Shard)
+		if err != nil {
+			return nil, err
+		}
+		if fwd != nil {
+			return fwd.WaitApplied(fctx, req)
+		}
+		g = lg
+	}
+	// Answer before the caller's deadline, so that it learns why.
+	wctx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, time.Until(d)*9/10)
+		defer cancel()
+	}
+	for _, o := range req.Origins {
+		if err := g.WaitOrigin(wctx, o, req.Hlc); err != nil {
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			return &peerv1.WaitAppliedResponse{WaitingFor: o, ProgressHlc: g.Geo().Origins[o].HLC, MaxHlc: g.MaxHLC()}, nil
+		}
+	}
+	return &peerv1.WaitAppliedResponse{Applied: true, MaxHlc: g.MaxHLC()}, nil
+}
+
+var _ router.Durability = (*Service)(nil)
