@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -113,5 +115,33 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 	}
 	if r := run("cluster", "repair", "--shard", "1"); r.code != ExitUsage {
 		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
+	}
+}
+
+// TestIntegrationSessionFileMovesSites: kvctl's session file carries the
+// session from one site to another: a value put at s1 is read at s2 right
+// away (the read waits for s2 to apply it), alone and with txn-get.
+func TestIntegrationSessionFileMovesSites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two sites")
+	}
+	s := clustertest.NewSites(t, clustertest.SitesOptions{Sites: []string{"s1", "s2"}, NodesPerSite: 1, Shards: 2})
+	session := filepath.Join(t.TempDir(), "session")
+	at := func(site string) map[string]string {
+		return map[string]string{EnvEndpoints: s.Site(site).Nodes[0].Srv.ClientAddr(), EnvSessionFile: session}
+	}
+	for i := range 5 {
+		k1, k2 := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		mustOK(t, kvctl(t, "", at("s1"), "put", k1, "v1"))
+		mustOK(t, kvctl(t, "", at("s1"), "put", k2, "v2"))
+		if r := mustOK(t, kvctl(t, "", at("s2"), "--timeout", "30s", "get", k2)); r.stdout != "v2\n" {
+			t.Fatalf("get %s at s2 after the put at s1: %q", k2, r.stdout)
+		}
+		if r := mustOK(t, kvctl(t, "", at("s2"), "txn-get", k1, k2)); r.stdout != k1+"\tv1\n"+k2+"\tv2\n" {
+			t.Fatalf("txn-get at s2: %q", r.stdout)
+		}
+	}
+	if r := kvctl(t, "", at("s2"), "txn-get", "a0", "missing"); r.code != ExitNotFound || r.stdout != "a0\tv1\n" {
+		t.Fatalf("txn-get with a missing key: exit %d, stdout %q", r.code, r.stdout)
 	}
 }

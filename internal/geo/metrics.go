@@ -10,7 +10,7 @@ type Metrics struct {
 	applied                *prometheus.CounterVec
 	superseded             prometheus.Counter
 	depWaitSec             prometheus.Histogram
-	depsUnchecked          prometheus.Counter
+	depsRemote          prometheus.Counter
 	skips, rejoins         *prometheus.CounterVec
 	aeRuns                 *prometheus.CounterVec
 	aeKeys                 prometheus.Counter
@@ -42,8 +42,8 @@ func newMetrics() *Metrics {
 		depWaitSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "dependency_wait_seconds",
 			Help:    "Time a remote update waited for the updates it depends on to be applied at this site.",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 2, 16)}),
-		depsUnchecked: prometheus.NewCounter(prometheus.CounterOpts(o("dependencies_unchecked_total",
-			"Dependencies of remote updates on shards this node holds no replica of (not waited for)."))),
+		depsRemote: prometheus.NewCounter(prometheus.CounterOpts(o("dependencies_remote_checks_total",
+			"Dependencies of remote updates on shards this node holds no replica of, checked on the node of this site that leads them."))),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts(o("chain_skips_total",
 			"Times a shipper skipped an unreachable site of its chain, per skipped site.")), []string{"site"}),
 		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts(o("chain_rejoins_total",
@@ -72,6 +72,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsUnchecked, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.stabilitySec, m.rtt)
+		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.stabilitySec, m.rtt)
 	return m
 }

@@ -176,9 +176,20 @@ func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.S
 				}
 				dg := s.host.Group(sh)
 				if dg == nil {
-					if _, ok := s.keyspaceOf(sh.Keyspace); ok {
-						s.m.depsUnchecked.Inc()
+					if _, ok := s.keyspaceOf(sh.Keyspace); !ok {
+						continue
 					}
+					// Another node of this site holds the shard: ask it.
+					s.m.depsRemote.Inc()
+					start := time.Now()
+					wctx, cancel := context.WithDeadline(ctx, deadline)
+					m, err := s.waitShardApplied(wctx, sh, d.Hlc, []string{d.Origin})
+					cancel()
+					s.m.depWaitSec.Observe(time.Since(start).Seconds())
+					if err != nil {
+						return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s (%v)", w.Seq, keyspace, sh, d.Hlc, d.Origin, err)
+					}
+					g.Clock().Observe(m)
 					continue
 				}
 				if dg.HasApplied(d.Origin, d.Hlc) {

@@ -3,7 +3,9 @@
 // become visible at the other sites (remote visibility, per chain
 // position). With -partition it first cuts the first site's node off from
 // every other site (kvd --debug-faults), so the puts run with every other
-// site away. With -durability all every put waits until every site
+// site away. -workload causal measures puts, gets and GetTxns of sessions
+// that stay at the first site, on a keyspace held there only and on one
+// held by every site. With -durability all every put waits until every site
 // applied it: its latency is the write's time to global stability.
 //
 //	go run ./bench/cmd/geobench -sites 127.0.0.1:7379,127.0.0.1:8379,127.0.0.1:9379
@@ -27,7 +29,19 @@ func main() {
 	n := flag.Int("n", 200, "puts")
 	partition := flag.Bool("partition", false, "cut the writing site's node off from the other sites during the puts (no visibility measured)")
 	durability := flag.String("durability", "local", "durability of the puts: local or all (all: the put latency is the time to global stability)")
+	workload := flag.String("workload", "visibility", "visibility (puts at the first site, polled at the others) or causal (sessions doing puts, gets and GetTxns at the first site, on a keyspace of that site only and on one of every site)")
+	sessions := flag.Int("sessions", 4, "causal workload: concurrent sessions")
+	duration := flag.Duration("duration", 15*time.Second, "causal workload: duration of each of its two runs")
 	flag.Parse()
+	if *workload == "causal" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2**duration+time.Minute)
+		defer cancel()
+		if err := causalCompare(ctx, strings.Split(*sites, ","), *sessions, *duration); err != nil {
+			fmt.Fprintln(os.Stderr, "geobench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var opts []client.Option
 	switch *durability {
 	case "local":
