@@ -10,7 +10,7 @@ type Metrics struct {
 	applied                *prometheus.CounterVec
 	superseded             prometheus.Counter
 	depWaitSec             prometheus.Histogram
-	depsRemote          prometheus.Counter
+	depsRemote             prometheus.Counter
 	skips, rejoins         *prometheus.CounterVec
 	aeRuns                 *prometheus.CounterVec
 	aeKeys                 prometheus.Counter
