@@ -101,23 +101,44 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	for len(writes) > 0 && writes[0].Seq <= p.Seq {
 		writes = writes[1:] // applied already
 	}
-	n, why := s.depsReady(ctx, g, sh, u.Origin, writes)
-	cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n], LocalHlc: stampNow(g, writes[:n])}
-	if n == len(writes) {
-		cmd.ClosedHlc, cmd.ClosedSeq = u.ClosedHlc, u.ClosedSeq
-	} else {
-		resp.Error = why
+	// Apply the ready part of the batch, then wait for the first blocked
+	// update's dependencies (they usually arrive meanwhile in another
+	// shard's stream, which may itself wait for the part just applied) and
+	// go on, until the batch is applied or the wait times out.
+	deadline := time.Now().Add(s.cfg.DepWait)
+	if d, ok := ctx.Deadline(); ok {
+		// Answer well inside the sender's deadline: a reply that applied
+		// part of the batch is progress, a timed-out call is not.
+		if half := time.Now().Add(time.Until(d) / 2); half.Before(deadline) {
+			deadline = half
+		}
 	}
-	if len(cmd.Writes) > 0 || (cmd.ClosedHlc > p.HLC && cmd.ClosedSeq == p.Seq) {
-		res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: cmd}})
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+	for {
+		n, why := s.depsReady(ctx, g, sh, u.Origin, writes, deadline)
+		cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n], LocalHlc: stampNow(g, writes[:n])}
+		if n == len(writes) {
+			cmd.ClosedHlc, cmd.ClosedSeq = u.ClosedHlc, u.ClosedSeq
+		} else {
+			resp.Error = why
 		}
-		if res.Err != nil {
-			resp.Error = res.Err.Error()
+		p := g.Geo().Origins[u.Origin]
+		if len(cmd.Writes) > 0 || (cmd.ClosedHlc > p.HLC && cmd.ClosedSeq == p.Seq) {
+			res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Replicate{Replicate: cmd}})
+			if err != nil {
+				return nil, status.Errorf(codes.Unavailable, "%s: %v", sh, err)
+			}
+			if res.Err != nil {
+				resp.Error = res.Err.Error()
+				break
+			}
+			s.m.applied.WithLabelValues(u.Origin).Add(float64(res.Applied))
+			s.m.superseded.Add(float64(res.Superseded))
 		}
-		s.m.applied.WithLabelValues(u.Origin).Add(float64(res.Applied))
-		s.m.superseded.Add(float64(res.Superseded))
+		writes = writes[n:]
+		if n == 0 || len(writes) == 0 || time.Now().After(deadline) {
+			break
+		}
+		resp.Error = ""
 	}
 	self := g.Geo().Origins[u.Origin]
 	resp.NextSeq = self.Seq + 1
@@ -139,18 +160,10 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 // that the stamp of the writes (stampNow) exceeds their dependencies'
 // stamps here: a reader whose floor covers a write's stamp on one shard
 // then finds its dependencies on the others (docs/adr/019).
-func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.Shard, origin string, writes []*peerv1.RemoteWrite) (int, string) {
+func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.Shard, origin string, writes []*peerv1.RemoteWrite, deadline time.Time) (int, string) {
 	keyspace := own.Keyspace
 	if guards.Off(guards.DependencyWait) {
 		return len(writes), ""
-	}
-	// Answer well inside the sender's deadline: a reply that applied part
-	// of the batch is progress, a timed-out call is not.
-	deadline := time.Now().Add(s.cfg.DepWait)
-	if d, ok := ctx.Deadline(); ok {
-		if half := time.Now().Add(time.Until(d) / 2); half.Before(deadline) {
-			deadline = half
-		}
 	}
 	for i, w := range writes {
 		for _, d := range w.Deps {
