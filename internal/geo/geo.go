@@ -44,6 +44,9 @@ type Config struct {
 	// DepWait is how long a receiver waits for an update's dependencies
 	// before it applies the part of the batch before it and answers.
 	DepWait time.Duration
+	// AckEvery is how often an origin asks the next site for the chain's
+	// progress while some of its writes are not globally stable yet.
+	AckEvery time.Duration
 	// StableEvery bounds how often a shard leader proposes new stable
 	// progress (trimming the outbound log).
 	StableEvery time.Duration
@@ -60,7 +63,7 @@ func DefaultConfig() Config {
 		HeartbeatEvery: 500 * time.Millisecond, CloseEvery: 2 * time.Second,
 		SkipAfter: 5 * time.Second, CallTimeout: 3 * time.Second, PingEvery: time.Second,
 		BatchEntries: 512, BatchBytes: 1 << 20, LogCapBytes: 256 << 20,
-		DepWait: time.Second, StableEvery: 200 * time.Millisecond,
+		DepWait: time.Second, StableEvery: 200 * time.Millisecond, AckEvery: 50 * time.Millisecond,
 		AntiEntropyEvery: 5 * time.Minute, ReconcileEvery: 200 * time.Millisecond,
 	}
 }
@@ -70,7 +73,7 @@ func (c *Config) fill() {
 	for _, f := range []struct{ v, d *time.Duration }{
 		{&c.HeartbeatEvery, &d.HeartbeatEvery}, {&c.CloseEvery, &d.CloseEvery}, {&c.SkipAfter, &d.SkipAfter},
 		{&c.CallTimeout, &d.CallTimeout}, {&c.PingEvery, &d.PingEvery}, {&c.DepWait, &d.DepWait},
-		{&c.StableEvery, &d.StableEvery}, {&c.ReconcileEvery, &d.ReconcileEvery},
+		{&c.StableEvery, &d.StableEvery}, {&c.ReconcileEvery, &d.ReconcileEvery}, {&c.AckEvery, &d.AckEvery},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.d

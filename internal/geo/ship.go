@@ -120,8 +120,16 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 			if last == self.Seq && self.HLC > tk.HLC {
 				req.Updates.ClosedSeq, req.Updates.ClosedHlc = self.Seq, self.HLC
 			}
-			if len(req.Updates.Writes) == 0 && req.Updates.ClosedHlc == 0 && sinceSent < s.cfg.HeartbeatEvery {
-				wait(ctx, changed, s.cfg.HeartbeatEvery-sinceSent)
+			// While some of this site's writes are not yet applied at
+			// every site, ask for the chain's progress more often: the
+			// answer makes them globally stable (and SITES(n)/ALL writes
+			// acknowledged) sooner.
+			every := s.cfg.HeartbeatEvery
+			if k.origin == s.cfg.Site && stable.Seq < self.Seq {
+				every = min(every, s.cfg.AckEvery)
+			}
+			if len(req.Updates.Writes) == 0 && req.Updates.ClosedHlc == 0 && sinceSent < every {
+				wait(ctx, changed, every-sinceSent)
 				continue
 			}
 		}
