@@ -36,16 +36,24 @@ const maxBackoffShift = 5
 // It is safe for concurrent use; concurrent calls share (and merge into) the
 // session.
 type Client struct {
-	cfg    Config
-	log    *slog.Logger
-	conns  []*grpc.ClientConn
-	kv     []kvv1.KVClient
-	admin  []adminv1.AdminClient
-	geo    []adminv1.GeoClient
-	cur    atomic.Int64  // index of the endpoint calls go to
-	seq    atomic.Uint64 // last request id sequence number
-	closed atomic.Bool
-	routes *router // nil when leader routing is disabled
+	cfg   Config
+	log   *slog.Logger
+	conns []*grpc.ClientConn
+	kv    []kvv1.KVClient
+	admin []adminv1.AdminClient
+	geo   []adminv1.GeoClient
+	cur   atomic.Int64 // index of the endpoint calls go to
+	// failback is when (unix nanoseconds) calls go back to the first
+	// endpoint after a failover; 0: not scheduled.
+	failback atomic.Int64
+	// fullNext: the next request carries the whole session, not the part
+	// it needs, so that a site the session comes from elsewhere (after a
+	// failover, or a token of another process) sees every floor it must
+	// have applied (router.Arrive).
+	fullNext atomic.Bool
+	seq      atomic.Uint64 // last request id sequence number
+	closed   atomic.Bool
+	routes   *router // nil when leader routing is disabled
 
 	mu struct {
 		sync.Mutex
@@ -118,6 +126,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return kvv1.NewKVClient(conn), conn, nil
 		})
 	}
+	c.fullNext.Store(len(cfg.SessionToken) > 0)
 	return c, nil
 }
 
@@ -164,6 +173,9 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sess := c.mu.session
+	if c.fullNext.Swap(false) {
+		return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.fullToken()}
+	}
 	// Keys without a floor of their own all get the same part (MaxHLC,
 	// PastHLC, the fallbacks, every shard floor of the keyspace): reuse its
 	// encoding while none of those changed (ShardGeneration counts
@@ -189,6 +201,13 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: tok}
 }
 
+// fullToken encodes the whole session (REQUIRES: c.mu).
+func (c *Client) fullToken() []byte {
+	full := c.mu.session.Clone()
+	full.Partial = false
+	return full.Encode()
+}
+
 // readTokCache is the encoded read part of the session for keys without
 // a key floor; the token bytes are shared by requests and never modified.
 type readTokCache struct {
@@ -201,6 +220,10 @@ type readTokCache struct {
 // scanHeader returns the request header of a scan of [start, end).
 func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHeader {
 	c.mu.Lock()
+	if c.fullNext.Swap(false) {
+		defer c.mu.Unlock()
+		return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.fullToken()}
+	}
 	part := c.mu.session.ForScan(keyspace, start, end)
 	c.mu.Unlock()
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}
@@ -212,7 +235,13 @@ func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHea
 // also returns that part, for writeDone.
 func (c *Client) writeHeader(keyspace string) (*kvv1.RequestHeader, *causal.Session) {
 	c.mu.Lock()
-	part := c.mu.session.ForWrite()
+	var part *causal.Session
+	if c.fullNext.Swap(false) {
+		part = c.mu.session.Clone()
+		part.Partial = false
+	} else {
+		part = c.mu.session.ForWrite()
+	}
 	c.mu.Unlock()
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: part.Encode()}, part
 }
@@ -296,6 +325,15 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		ep := pinned
 		if ep < 0 {
 			ep = int(c.cur.Load())
+			if fb := c.failback.Load(); ep != 0 && fb != 0 && time.Now().UnixNano() >= fb && c.failback.CompareAndSwap(fb, 0) {
+				c.cur.Store(0)
+				ep = 0
+				c.fullNext.Store(true)
+				if c.routes != nil {
+					c.routes.reset()
+				}
+				c.log.Debug("client: back to the first endpoint", "endpoint", c.cfg.Endpoints[0])
+			}
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		err := call(actx, ep)
@@ -309,7 +347,15 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		}
 		if failover && pinned < 0 && n > 1 {
 			next := (ep + 1) % n
-			c.cur.CompareAndSwap(int64(ep), int64(next))
+			if c.cur.CompareAndSwap(int64(ep), int64(next)) {
+				c.fullNext.Store(true)
+				if c.routes != nil {
+					c.routes.reset()
+				}
+				if c.cfg.FailbackAfter > 0 && next != 0 {
+					c.failback.Store(time.Now().Add(c.cfg.FailbackAfter).UnixNano())
+				}
+			}
 			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
 			failovers++
 			if failovers < n {

@@ -15,8 +15,16 @@ const DefaultKeyspace = "default"
 type Config struct {
 	// Endpoints are the client (gRPC) addresses of Causeway nodes, as
 	// "host:port". The client uses the first one until it fails, then the
-	// next. At least one is required.
+	// next. At least one is required. They may be nodes of several sites:
+	// list your own site's first. The session goes with a failover (the
+	// other site first applies the session's causal past), and the client
+	// tries the first endpoint again FailbackAfter after failing over.
 	Endpoints []string
+
+	// FailbackAfter is how long after a failover the client goes back to
+	// the first endpoint (its own site). Zero means the DefaultConfig
+	// value; negative never.
+	FailbackAfter time.Duration
 
 	// Keyspace is the keyspace of every data call that does not name one
 	// with WithKeyspace. Empty means DefaultKeyspace.
@@ -77,6 +85,7 @@ func DefaultConfig() Config {
 		DialTimeout:    5 * time.Second,
 		RequestTimeout: 10 * time.Second,
 		MaxRetries:     5,
+		FailbackAfter:  30 * time.Second,
 		RetryBackoff:   50 * time.Millisecond,
 		RouteRefresh:   5 * time.Second,
 	}
@@ -125,6 +134,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.RouteRefresh == 0 {
 		cfg.RouteRefresh = d.RouteRefresh
+	}
+	if cfg.FailbackAfter == 0 {
+		cfg.FailbackAfter = d.FailbackAfter
 	}
 	return cfg
 }

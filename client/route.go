@@ -58,7 +58,22 @@ type router struct {
 		conns       map[string]*grpc.ClientConn // by client address
 		kv          map[string]kvv1.KVClient
 		closed      bool
+		gen         uint64 // bumped by reset: older refreshes are dropped
 	}
+}
+
+// reset forgets the table (the client moved to an endpoint of another
+// site, whose leaders differ): the next call refreshes it from there.
+func (r *router) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.table = nil
+	r.mu.lastAttempt = time.Time{}
+	r.mu.gen++
+	if r.mu.cancel != nil {
+		r.mu.cancel()
+	}
+	r.mu.refreshing = false
 }
 
 func newRouter(interval time.Duration, connect func(string) (kvv1.KVClient, *grpc.ClientConn, error)) *router {
@@ -117,6 +132,7 @@ func (r *router) refreshLocked(now time.Time, refresh func(context.Context) (*ro
 	r.mu.lastAttempt = now
 	ctx, cancel := context.WithCancel(context.Background())
 	r.mu.cancel = cancel
+	gen := r.mu.gen
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -124,6 +140,9 @@ func (r *router) refreshLocked(now time.Time, refresh func(context.Context) (*ro
 		t, err := refresh(ctx)
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if gen != r.mu.gen {
+			return // reset meanwhile
+		}
 		r.mu.refreshing = false
 		r.mu.cancel = nil
 		if err == nil {

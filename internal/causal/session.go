@@ -685,3 +685,38 @@ func compareRefs(a, b ShardRef) int {
 	}
 	return strings.Compare(a.Origin, b.Origin)
 }
+
+// Observed lists, per (keyspace, shard, origin), the newest HLC of the
+// versions the session observed: its key floors, shard floors,
+// dependencies and fallbacks. Shard UnknownShard stands for every shard of
+// the keyspace, keyspace "" (a fallback) for every keyspace. A site that
+// applied all of them holds the session's whole causal past: it applied
+// every other site's write only after the writes it depends on
+// (router.Arrive).
+func (s *Session) Observed() []Dependency {
+	m := map[ShardRef]uint64{}
+	raise := func(r ShardRef, h uint64) {
+		if h > m[r] {
+			m[r] = h
+		}
+	}
+	for fk, kf := range s.keys {
+		ks, _ := splitFloorKey(fk)
+		raise(ShardRef{ks, kf.shard, kf.v.Site}, kf.v.HLC)
+	}
+	for r, h := range s.shards {
+		raise(r, h)
+	}
+	for r, h := range s.deps {
+		raise(r, h)
+	}
+	for o, h := range s.fallback {
+		raise(ShardRef{"", UnknownShard, o}, h)
+	}
+	out := make([]Dependency, 0, len(m))
+	for r, h := range m {
+		out = append(out, Dependency{Ref: r, HLC: h})
+	}
+	slices.SortFunc(out, func(a, b Dependency) int { return compareRefs(a.Ref, b.Ref) })
+	return out
+}

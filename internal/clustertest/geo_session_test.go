@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/client"
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
@@ -188,5 +189,71 @@ func TestGetTxnAlbumACL(t *testing.T) {
 	t.Logf("%d GetTxns over %d rounds at 3 sites", reads, rounds)
 	if len(violations) > 0 {
 		t.Fatalf("%d GetTxns saw the private photo with the old list; the first: %s", len(violations), violations[0])
+	}
+}
+
+// TestClientFailsOverToAnotherSite: a Go client given nodes of two sites
+// (its own first) writes at s1; once s2 holds those writes, s1's node is
+// killed. The client fails over to s2 with its session: it reads its
+// writes there, writes, and reads a snapshot, although s1 can no longer
+// tell s2 anything (s2 checks the versions the session observed, which
+// the client sends whole after a failover).
+func TestClientFailsOverToAnotherSite(t *testing.T) {
+	t.Parallel()
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 4, Mutate: func(_ string, cfg *server.Config) {
+		cfg.SessionMoveWait = 5 * time.Second
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{fs.Sites["s1"].Nodes[0].Srv.ClientAddr(), fs.Sites["s2"].Nodes[0].Srv.ClientAddr()}
+	cfg.RequestTimeout = 3 * time.Second
+	cfg.FailbackAfter = -1
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var keys [][]byte
+	for i := range 10 {
+		k := fmt.Appendf(nil, "fo/%d", i)
+		keys = append(keys, k)
+		if _, err := c.Put(ctx, k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		poll.Until(t, 30*time.Second, "s2 holds "+string(k), func() error {
+			r, err := fs.kv("s2").Get(ctx, &kvv1.GetRequest{Key: k})
+			if err != nil {
+				return err
+			}
+			if !r.Found {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	fs.Sites["s1"].Kill(fs.Sites["s1"].Nodes[0])
+	for _, k := range keys {
+		it, err := c.Get(ctx, k)
+		if err != nil {
+			t.Fatalf("get %s after s1 died: %v", k, err)
+		}
+		if !it.Found || string(it.Value) != string(k) {
+			t.Fatalf("get %s at s2: %q found=%v", k, it.Value, it.Found)
+		}
+	}
+	if _, err := c.Put(ctx, []byte("fo/after"), []byte("x")); err != nil {
+		t.Fatalf("put at s2: %v", err)
+	}
+	items, err := c.GetTxn(ctx, append(keys, []byte("fo/after")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if !it.Found {
+			t.Fatalf("GetTxn at s2 misses %s", it.Key)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -41,6 +42,51 @@ func (s *Service) WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, erro
 				return 0, err
 			}
 			stamp = max(stamp, m)
+		}
+	}
+	return stamp, nil
+}
+
+// WaitObserved implements router.Durability: it waits until this site
+// applied every version of another site the session observed (by shard
+// and origin; an unknown shard or keyspace stands for all of them), and
+// returns the largest newest HLC of the replicas it checked.
+func (s *Service) WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error) {
+	cfg, _ := s.configs()
+	var stamp uint64
+	for _, d := range observed {
+		if d.Ref.Origin == "" || d.Ref.Origin == s.cfg.Site || d.HLC == 0 {
+			continue // this site's own writes are here
+		}
+		names := []string{d.Ref.Keyspace}
+		if d.Ref.Keyspace == "" {
+			names = names[:0]
+			for n := range cfg.Keyspaces {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+		}
+		for _, name := range names {
+			ks, ok := cfg.Keyspace(name)
+			if !ok || !ks.Holds(s.cfg.Site) || !ks.Holds(d.Ref.Origin) {
+				continue // no such writes reach this site
+			}
+			ids := []uint32{d.Ref.Shard}
+			if d.Ref.Shard == causal.UnknownShard {
+				ids = ids[:0]
+				for id := uint32(0); id < ks.Shards; id++ {
+					ids = append(ids, id)
+				}
+			} else if d.Ref.Shard >= ks.Shards {
+				continue
+			}
+			for _, id := range ids {
+				m, err := s.waitShardApplied(ctx, placement.Shard{Keyspace: name, ID: id}, d.HLC, []string{d.Ref.Origin})
+				if err != nil {
+					return 0, err
+				}
+				stamp = max(stamp, m)
+			}
 		}
 	}
 	return stamp, nil

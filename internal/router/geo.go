@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -47,6 +48,10 @@ type Durability interface {
 	// writes up to hlc, and returns the largest newest HLC of those
 	// replicas.
 	WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, error)
+	// WaitObserved waits until this site applied every observed version
+	// (causal.Session.Observed) of other sites, and returns the largest
+	// newest HLC of the replicas it checked.
+	WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error)
 }
 
 // ErrSessionMoved: a session that was served at another site arrived here
@@ -56,16 +61,20 @@ var ErrSessionMoved = errors.New("router: this site has not applied the session'
 
 // Arrive prepares c's session for this site. A session last served at
 // another site (it moved, or its client failed over) carries floors that
-// hold there: what it read there may depend on writes this site has not
-// applied yet, on any shard. So this site first waits, up to MoveWait,
-// until a replica of every shard it holds applied every other site's
-// writes up to the session's largest HLC, which covers the session's
-// whole causal past (every write in it has a smaller HLC). The session's
-// floors then become this site's: its PastHLC rises to the newest HLC of
-// those replicas, which covers the stamps of what they applied
-// (storage.Record.Stamp), so any replica of this site that reaches it
-// holds that past too. A session of this site, or a new one, passes at
-// once.
+// hold there: this site may not have applied yet what it read there, nor
+// those versions' causal past. So this site first waits, up to MoveWait,
+// until it applied every version the session observed (its floors per
+// shard and origin, docs/adr/019): it applied every other site's write
+// only after the writes that write depends on, so it then holds the
+// session's whole causal past. A narrowed token (a partial session) does
+// not show every floor: this site then waits until a replica of every
+// shard it holds applied every other site's writes up to the session's
+// MaxHLC, which covers the whole past too, but needs every origin's
+// progress (or closed timestamps) to reach it. The session's PastHLC then
+// rises to the newest HLC of the replicas waited on, which covers the
+// stamps of what they applied (storage.Record.Stamp), so any replica of
+// this site that reaches it holds that past too. A session of this site,
+// or a new one, passes at once.
 func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	s := c.Session
 	if s.Site == "" || s.Site == r.cfg.Site || hopsIn(ctx) > 0 {
@@ -73,18 +82,28 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 		c.Observed.Site = r.cfg.Site
 		return nil
 	}
-	from, hlc := s.Site, max(s.MaxHLC, s.PastHLC)
-	if r.durability != nil && hlc > 0 && !guards.Off(guards.SessionArrival) {
+	from := s.Site
+	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, r.cfg.MoveWait)
-		stamp, err := r.durability.WaitSiteApplied(wctx, hlc)
+		var stamp uint64
+		var err error
+		what := "the versions it observed"
+		if s.Partial {
+			what = fmt.Sprintf("every write up to HLC %d", s.MaxHLC)
+			if s.MaxHLC > 0 {
+				stamp, err = r.durability.WaitSiteApplied(wctx, s.MaxHLC)
+			}
+		} else {
+			stamp, err = r.durability.WaitObserved(wctx, s.Observed())
+		}
 		cancel()
 		if err != nil {
 			r.metrics.moves.WithLabelValues("timeout").Inc()
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied every write up to HLC %d within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, hlc, r.cfg.MoveWait, err, from)
+			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied %s within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, what, r.cfg.MoveWait, err, from)
 		}
 		r.metrics.moves.WithLabelValues("arrived").Inc()
 		r.metrics.moveWaitSec.Observe(time.Since(start).Seconds())
