@@ -230,17 +230,13 @@ func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetRespo
 // BatchGet implements kvv1.KVServer.
 func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv1.BatchGetResponse, err error) {
 	defer s.metrics.observe("batch_get", time.Now(), &err)
-	c, err := s.begin(ctx, req.Header)
+	err = s.checkKeys(req.Keys)
 	if err == nil {
 		err = Consistency(req.Consistency)
 	}
-	if err == nil && len(req.Keys) > s.cfg.Limits.MaxBatchKeys {
-		err = fmt.Errorf("%w: %d keys exceeds the batch limit of %d", ErrBadRequest, len(req.Keys), s.cfg.Limits.MaxBatchKeys)
-	}
-	for i := 0; err == nil && i < len(req.Keys); i++ {
-		if err = s.cfg.Limits.Key(req.Keys[i]); err != nil {
-			err = fmt.Errorf("key %d: %w", i, err)
-		}
+	var c *router.Call
+	if err == nil {
+		c, err = s.begin(ctx, req.Header)
 	}
 	if err != nil {
 		return nil, toStatus(err)
@@ -255,17 +251,26 @@ func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv
 	return resp, nil
 }
 
+// checkKeys validates the keys of a BatchGet or GetTxn.
+func (s *KV) checkKeys(keys [][]byte) error {
+	if len(keys) > s.cfg.Limits.MaxBatchKeys {
+		return fmt.Errorf("%w: %d keys exceeds the batch limit of %d", ErrBadRequest, len(keys), s.cfg.Limits.MaxBatchKeys)
+	}
+	for i, k := range keys {
+		if err := s.cfg.Limits.Key(k); err != nil {
+			return fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // GetTxn implements kvv1.KVServer.
 func (s *KV) GetTxn(ctx context.Context, req *kvv1.GetTxnRequest) (resp *kvv1.GetTxnResponse, err error) {
 	defer s.metrics.observe("get_txn", time.Now(), &err)
-	c, err := s.begin(ctx, req.Header)
-	if err == nil && len(req.Keys) > s.cfg.Limits.MaxBatchKeys {
-		err = fmt.Errorf("%w: %d keys exceeds the batch limit of %d", ErrBadRequest, len(req.Keys), s.cfg.Limits.MaxBatchKeys)
-	}
-	for i := 0; err == nil && i < len(req.Keys); i++ {
-		if err = s.cfg.Limits.Key(req.Keys[i]); err != nil {
-			err = fmt.Errorf("key %d: %w", i, err)
-		}
+	err = s.checkKeys(req.Keys)
+	var c *router.Call
+	if err == nil {
+		c, err = s.begin(ctx, req.Header)
 	}
 	if err != nil {
 		return nil, toStatus(err)

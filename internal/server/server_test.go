@@ -205,6 +205,19 @@ func TestAPIRoundTrip(t *testing.T) {
 	if len(bg.Items) != 3 || string(bg.Items[0].Value) != "2" || bg.Items[1].Found || string(bg.Items[2].Value) != "1" {
 		t.Fatalf("batch get = %v", bg.Items)
 	}
+	// A snapshot holds what the session wrote (without a session, it may
+	// be older: any consistent cut at least as new as the node was).
+	pb, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: []byte("b"), Value: []byte("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := n.kv.GetTxn(ctx(t), &kvv1.GetTxnRequest{Header: &kvv1.RequestHeader{Session: pb.Header.Session}, Keys: [][]byte{[]byte("b"), []byte("missing"), []byte("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.Items) != 3 || string(tx.Items[0].Value) != "2" || tx.Items[1].Found || string(tx.Items[2].Value) != "1" || tx.SnapshotHlc == 0 {
+		t.Fatalf("get txn = %v at %d", tx.Items, tx.SnapshotHlc)
+	}
 
 	// CAS: put-if-absent, swap on version, delete on version.
 	c1, err := n.kv.CompareAndSwap(ctx(t), &kvv1.CompareAndSwapRequest{Key: []byte("lock"), Expect: &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}, Value: []byte("owner-1")})
@@ -314,6 +327,14 @@ func TestErrorContract(t *testing.T) {
 		}, false},
 		{"batch get one bad key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
 			_, err := kv.BatchGet(c, &kvv1.BatchGetRequest{Keys: [][]byte{[]byte("a"), nil}})
+			return err
+		}, false},
+		{"gettxn one bad key", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.GetTxn(c, &kvv1.GetTxnRequest{Keys: [][]byte{[]byte("a"), big}})
+			return err
+		}, false},
+		{"gettxn malformed token", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.GetTxn(c, &kvv1.GetTxnRequest{Header: &kvv1.RequestHeader{Session: []byte("CS\x03garbage")}, Keys: [][]byte{[]byte("a")}})
 			return err
 		}, false},
 		{"cas mismatch", codes.FailedPrecondition, func(kv kvv1.KVClient) error {
