@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
@@ -160,7 +159,7 @@ func (s *Service) WaitApplied(ctx context.Context, req *peerv1.WaitAppliedReques
 	for _, o := range req.Origins {
 		if err := g.WaitOrigin(wctx, o, req.Hlc); err != nil {
 			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
+				return nil, ctx.Err() // gRPC answers DEADLINE_EXCEEDED or CANCELED
 			}
 			return &peerv1.WaitAppliedResponse{WaitingFor: o, ProgressHlc: g.Geo().Origins[o].HLC, MaxHlc: g.MaxHLC()}, nil
 		}

@@ -471,7 +471,7 @@ func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.
 func (s *Service) chainAdded(g *shard.Group, sh placement.Shard, old, chain []string) {
 	for _, site := range chain {
 		if site != s.cfg.Site && !slices.Contains(old, site) {
-			s.repairDetached(g, sh, site, "site joined the chain")
+			s.repairDetached(g, sh, site, repairStable, "site joined the chain")
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (s *Service) maybeAntiEntropy(ctx context.Context, g *shard.Group, sh place
 	due := time.Since(last) >= s.cfg.AntiEntropyEvery
 	s.mu.Unlock()
 	if due {
-		s.startRepair(ctx, g, sh, chain[1], "periodic")
+		s.startRepair(ctx, g, sh, chain[1], repairStable, "periodic")
 	}
 }
 
@@ -48,19 +48,37 @@ type repairKey struct {
 	site string
 }
 
+// repairMode says which versions a repair may send.
+type repairMode int
+
+const (
+	// repairStable sends only versions globally stable here (applied at
+	// every site of their chain, so after their dependencies), with
+	// progress marks no further: what is newer still travels down the
+	// chain with its dependencies, so the repair never shows a version
+	// at a site before what it depends on.
+	repairStable repairMode = iota
+	// repairAll sends every version the progress covers: for a site the
+	// chain cannot bring up to date (the log it needs was dropped by the
+	// cap, or a replica lost its data), and for an operator's repair.
+	// Until the chain catches up, the site may show such a version before
+	// a dependency of it on another shard.
+	repairAll
+)
+
 // startRepair runs anti-entropy of sh towards site in the background,
 // once at a time per shard and site, until ctx ends.
-func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.Shard, site, reason string) {
-	s.launchRepair(func() (context.Context, context.CancelFunc) { return ctx, func() {} }, g, sh, site, reason)
+func (s *Service) startRepair(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string) {
+	s.launchRepair(func() (context.Context, context.CancelFunc) { return ctx, func() {} }, g, sh, site, mode, reason)
 }
 
 // repairDetached is startRepair for a repair a request starts: it runs
 // until the service stops.
-func (s *Service) repairDetached(g *shard.Group, sh placement.Shard, site, reason string) {
-	s.launchRepair(s.detached, g, sh, site, reason)
+func (s *Service) repairDetached(g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string) {
+	s.launchRepair(s.detached, g, sh, site, mode, reason)
 }
 
-func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site, reason string) {
+func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string) {
 	rk := repairKey{sh, site}
 	s.mu.Lock()
 	if s.aeBusy[rk] {
@@ -74,7 +92,7 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 	ok := s.spawn(func() {
 		defer cancel()
 		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
-		p, err := s.repairShard(ctx, g, sh, site)
+		p, err := s.repairShard(ctx, g, sh, site, mode)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("anti-entropy failed", "shard", sh.String(), "site", site, "reason", reason, "err", err)
@@ -96,7 +114,7 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 // site's, and sends site the newest versions of every differing digest
 // slot, then the progress of every origin they cover. Versions merge by
 // last-writer-wins, so a repair never undoes a newer write there.
-func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string) (p *adminv1.RepairProgress, err error) {
+func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode) (p *adminv1.RepairProgress, err error) {
 	start := time.Now()
 	defer func() {
 		result := "ok"
@@ -110,11 +128,23 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	// The progress marks are read before the data: the data read later
 	// holds at least what they cover.
 	geo := g.Geo()
-	marks := []*peerv1.RepairProgressMark{{Origin: s.cfg.Site, Seq: geo.Local.Seq, Hlc: geo.Local.HLC}}
-	covered := map[string]uint64{s.cfg.Site: geo.Local.HLC}
-	for o, pr := range geo.Origins {
+	var marks []*peerv1.RepairProgressMark
+	covered := map[string]uint64{}
+	mark := func(o string, pr storage.Progress) {
+		// The target's own writes come back whole: no chain brings a
+		// site its own writes (it lost them).
+		if mode == repairStable && o != site {
+			st := geo.Stable[o]
+			if st.Seq < pr.Seq || (st.Seq == pr.Seq && st.HLC < pr.HLC) {
+				pr = st
+			}
+		}
 		marks = append(marks, &peerv1.RepairProgressMark{Origin: o, Seq: pr.Seq, Hlc: pr.HLC})
 		covered[o] = pr.HLC
+	}
+	mark(s.cfg.Site, geo.Local)
+	for o, pr := range geo.Origins {
+		mark(o, pr)
 	}
 	var theirs *peerv1.SiteDigestResponse
 	if err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
@@ -252,7 +282,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 		case g == nil:
 			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site"}
 		default:
-			p, err = s.repairShard(ctx, g, j.sh, j.site)
+			p, err = s.repairShard(ctx, g, j.sh, j.site, repairAll)
 			if err != nil {
 				p.Error = err.Error()
 			}

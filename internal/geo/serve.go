@@ -93,7 +93,7 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 				// The origin numbered fewer writes than this site applied
 				// from it: its replica lost its data. Send it back what
 				// this site holds.
-				s.repairDetached(g, sh, u.Origin, fmt.Sprintf("%s's sequence %d is behind this site's progress %d for it (rebuilt replica)", u.Origin, kp.Seq, p.Seq))
+				s.repairDetached(g, sh, u.Origin, repairAll, fmt.Sprintf("%s's sequence %d is behind this site's progress %d for it (rebuilt replica)", u.Origin, kp.Seq, p.Seq))
 			}
 		}
 	}

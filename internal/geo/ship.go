@@ -88,7 +88,7 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 			// wrote since (anti-entropy; the writes numbered before the
 			// move look like duplicates there).
 			s.renumber(ctx, g, k, tk)
-			s.startRepair(ctx, g, k.sh, target, fmt.Sprintf("this site's sequence %d is behind %s's progress %d for it (rebuilt replica)", self.Seq, target, tk.Seq))
+			s.startRepair(ctx, g, k.sh, target, repairAll, fmt.Sprintf("this site's sequence %d is behind %s's progress %d for it (rebuilt replica)", self.Seq, target, tk.Seq))
 			sleep(ctx, s.cfg.HeartbeatEvery)
 			continue
 		}
@@ -102,9 +102,20 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 					continue
 				}
 				if len(writes) == 0 || first > next {
-					// What target needs is no longer here: the cap
-					// dropped it. Anti-entropy brings target up to date.
-					s.startRepair(ctx, g, k.sh, target, fmt.Sprintf("outbound log of %s starts at %d, %s needs %d", k.origin, first, target, next))
+					// What target needs is no longer here: anti-entropy
+					// brings target up to date. If the log was trimmed at
+					// global stability only (a site that joined the
+					// chain, or lost its data), what target lacks below
+					// it is stable and the chain brings the rest, with
+					// its dependencies. If the cap dropped updates that
+					// were not stable, target needs everything the
+					// progress covers.
+					stable := g.Geo().Stable[k.origin]
+					mode := repairAll
+					if (first == 0 && stable.Seq >= self.Seq) || (first > 0 && first <= stable.Seq+1) {
+						mode = repairStable
+					}
+					s.startRepair(ctx, g, k.sh, target, mode, fmt.Sprintf("outbound log of %s starts at %d, %s needs %d", k.origin, first, target, next))
 					st.mu.Lock()
 					st.probed[target] = false
 					st.mu.Unlock()
