@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/placement"
