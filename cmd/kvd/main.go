@@ -36,6 +36,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "health" {
+		return health(ctx, args[1:], os.Stdout, stderr)
+	}
 	cfg, logger, err := parse(args, stderr)
 	if err != nil {
 		return err
@@ -67,6 +70,8 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port of /metrics, /healthz and /readyz")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve Go's profiler under /debug/pprof/ on the http address")
 	fs.StringVar(&cfg.PeerAddr, "peer-addr", cfg.PeerAddr, "host:port for node-to-node traffic: raft, forwarding (reachable by the site's other nodes)")
+	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise-addr", "", "host:port the site's other nodes dial for node-to-node traffic (default: --peer-addr; set it when --peer-addr listens on 0.0.0.0)")
+	fs.StringVar(&cfg.ClusterPeerAddr, "cluster-peer-addr", "", "host:port other sites dial for node-to-node traffic (default: the site's); for nodes that reach other sites on another network")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "IP:port for membership gossip, UDP and TCP")
 	join := fs.String("join", "", "comma-separated gossip addresses of nodes of the site to join; empty starts a new site")
 	joinCluster := fs.String("join-cluster", "", "comma-separated peer addresses of nodes of any site of the cluster to join (the first node of a new site); empty with an empty --join starts a new cluster")

@@ -23,7 +23,7 @@ const clusterFile = "cluster.json"
 // JoinCluster) creates the cluster. It returns the keyspaces the site
 // holds as far as the node knows.
 func (s *Server) openCluster(peerAddr, clientAddr string) (map[string]uint32, error) {
-	trans, err := s.network.Transport(cluster.GroupName)
+	trans, err := s.network.TransportAt(cluster.GroupName, peerAddr)
 	if err != nil {
 		return nil, err
 	}

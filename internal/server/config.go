@@ -32,6 +32,14 @@ type Config struct {
 	// PeerAddr is the host:port for node-to-node traffic (multi-node
 	// sites).
 	PeerAddr string
+	// PeerAdvertise is the peer address the site's other nodes dial
+	// (empty: PeerAddr's, once listening): set it when PeerAddr listens on
+	// every interface (0.0.0.0:7381).
+	PeerAdvertise string
+	// ClusterPeerAddr is the peer address other sites dial (empty: the
+	// site's): for nodes that reach the other sites on another network
+	// than their own site's.
+	ClusterPeerAddr string
 	// GossipAddr is the host:port for membership gossip (multi-node sites).
 	GossipAddr string
 	// Join lists gossip addresses of existing nodes of the node's own site
@@ -141,6 +149,18 @@ func (c Config) Validate() error {
 	for name, addr := range map[string]string{"client": c.ClientAddr, "http": c.HTTPAddr, "peer": c.PeerAddr, "gossip": c.GossipAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s address %q: %v", name, addr, err))
+		}
+	}
+	for name, addr := range map[string]string{"peer advertise": c.PeerAdvertise, "cluster peer": c.ClusterPeerAddr} {
+		if addr == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(addr)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s address %q: %v", name, addr, err))
+		case host == "" || port == "" || port == "0" || net.ParseIP(host).IsUnspecified():
+			errs = append(errs, fmt.Errorf("%s address %q: other nodes dial it: give a host and a port", name, addr))
 		}
 	}
 	if c.Replicas < 1 || c.Replicas > 7 {

@@ -181,7 +181,19 @@ func (s *Server) Start() (err error) {
 	if s.httpLn, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
-	peerAddr, clientAddr := s.peerLn.Addr().String(), advertised(s.clientLn.Addr(), s.peerLn.Addr())
+	peerAddr := s.peerLn.Addr().String()
+	if s.cfg.PeerAdvertise != "" {
+		peerAddr = s.cfg.PeerAdvertise
+	}
+	clusterPeer := peerAddr
+	if s.cfg.ClusterPeerAddr != "" {
+		clusterPeer = s.cfg.ClusterPeerAddr
+	}
+	peerTCP, err := net.ResolveTCPAddr("tcp", peerAddr)
+	if err != nil {
+		return fmt.Errorf("peer address %q: %w", peerAddr, err)
+	}
+	clientAddr := advertised(s.clientLn.Addr(), peerTCP)
 
 	maxMsg := s.cfg.Limits.MaxValueBytes + s.cfg.Limits.MaxKeyBytes + 1<<20
 	if maxMsg < 64<<20 {
@@ -207,6 +219,7 @@ func (s *Server) Start() (err error) {
 		// fault layer: raft, peer RPCs, forwarded requests, gossip.
 		faults = s.cfg.Faults.Host(faultnet.Endpoint{Site: s.cfg.Site, Node: s.cfg.NodeID}, s.reg)
 		faults.Register(peerAddr)
+		faults.Register(clusterPeer)
 		s.wan.host = faults
 		tcfg.Dial = faults.Dial
 		poolOpts = append(poolOpts, grpc.WithContextDialer(faults.Dial))
@@ -230,7 +243,7 @@ func (s *Server) Start() (err error) {
 	if faults != nil {
 		faults.Register(s.members.Local().GossipAddr)
 	}
-	keyspaces, err := s.openCluster(peerAddr, clientAddr)
+	keyspaces, err := s.openCluster(clusterPeer, clientAddr)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 type groupTransport struct {
 	net       *Network
 	name      string
+	advertise string // "" for the network's
 	consumeCh chan raft.RPC
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -58,6 +59,9 @@ func (g *groupTransport) Consumer() <-chan raft.RPC { return g.consumeCh }
 
 // LocalAddr implements raft.Transport.
 func (g *groupTransport) LocalAddr() raft.ServerAddress {
+	if g.advertise != "" {
+		return raft.ServerAddress(g.advertise)
+	}
 	return raft.ServerAddress(g.net.cfg.Advertise)
 }
 

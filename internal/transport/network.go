@@ -86,6 +86,14 @@ func (n *Network) Register(s grpc.ServiceRegistrar) {
 // ErrDuplicateGroup while the group's transport is open, and with ErrClosed
 // after Close. Its Close unregisters the group.
 func (n *Network) Transport(group string) (raft.Transport, error) {
+	return n.TransportAt(group, "")
+}
+
+// TransportAt is Transport for a group whose other members dial this node
+// at advertise (host:port; "" for Config.Advertise): the cluster
+// configuration group, whose members are in other sites, which may reach
+// the node at another address than its own site does.
+func (n *Network) TransportAt(group, advertise string) (raft.Transport, error) {
 	if err := validGroup(group); err != nil {
 		return nil, err
 	}
@@ -98,6 +106,7 @@ func (n *Network) Transport(group string) (raft.Transport, error) {
 		return nil, fmt.Errorf("%w: %q", ErrDuplicateGroup, group)
 	}
 	g := newGroupTransport(n, group)
+	g.advertise = advertise
 	n.mu.groups[group] = g
 	return g, nil
 }
