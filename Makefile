@@ -68,7 +68,7 @@ proto: proto-tools
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTOS:api/proto/%=%)
 
-.PHONY: cluster cluster-down geo geo-down
+.PHONY: cluster cluster-down geo geo-down image docker compose-up compose-down
 
 ## geo: three sites s1, s2, s3 on loopback (client ports 7379, 8379, 9379) with simulated WAN delay; GEO_NODES=3 for three nodes per site, GEO_WAN to change the delay. Data in ./data/geo.
 geo:
@@ -96,12 +96,22 @@ bench:
 bench-compare:
 	bench/compare.sh
 
-## docker: static linux binaries and the FROM-scratch image causeway/kvd:dev.
-docker:
+## image: static linux binaries and the FROM-scratch image causeway/kvd:dev (no registry needed).
+image:
 	mkdir -p bin/linux
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvd ./cmd/kvd
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvctl ./cmd/kvctl
 	docker build -f deploy/Dockerfile -t causeway/kvd:dev .
+
+docker: image
+
+## compose-up: three sites of three nodes (deploy/docker-compose.yml) with simulated WAN delay (deploy/wan.env); waits until all 9 are healthy.
+compose-up:
+	scripts/compose.sh up
+
+## compose-down: stops the compose cluster and deletes its volumes.
+compose-down:
+	scripts/compose.sh down
 
 clean:
 	rm -rf bin
