@@ -68,7 +68,7 @@ proto: proto-tools
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTOS:api/proto/%=%)
 
-.PHONY: cluster cluster-down geo geo-down image docker compose-up compose-down
+.PHONY: cluster cluster-down geo geo-down image docker compose-up compose-down e2e
 
 ## geo: three sites s1, s2, s3 on loopback (client ports 7379, 8379, 9379) with simulated WAN delay; GEO_NODES=3 for three nodes per site, GEO_WAN to change the delay. Data in ./data/geo.
 geo:
@@ -108,6 +108,10 @@ docker: image
 ## compose-up: three sites of three nodes (deploy/docker-compose.yml) with simulated WAN delay (deploy/wan.env); waits until all 9 are healthy.
 compose-up:
 	scripts/compose.sh up
+
+## e2e: builds the image, starts the compose cluster and runs the end-to-end test (kills a node, cuts a site off, checks convergence and causal+); tears down even on failure.
+e2e:
+	scripts/e2e.sh
 
 ## compose-down: stops the compose cluster and deletes its volumes.
 compose-down:

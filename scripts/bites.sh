@@ -28,6 +28,7 @@ BITES=(
   "dependency-wait|./internal/clustertest|^TestGeoConvergence\$"
   "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
   "snapshot-cut|./internal/clustertest|^TestGetTxnAlbumACL\$"
+  "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
 )
 
 want=("$@")

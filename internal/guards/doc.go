@@ -44,6 +44,10 @@ const (
 	// SessionArrival holds a session that comes from another site until
 	// that site applied its causal past (router.Arrive).
 	SessionArrival
+	// RequestDedupe answers a retried compare-and-swap whose request id
+	// was applied with its first outcome, not with a version mismatch
+	// (router.CASFailFast).
+	RequestDedupe
 	// SnapshotCut cuts a GetTxn's reads at one stamp on every shard
 	// (router.GetTxn); off, each key is read at its newest version.
 	SnapshotCut
@@ -59,6 +63,7 @@ var names = map[Guard]string{
 	DependencyWait: "dependency-wait",
 	SessionArrival: "session-arrival",
 	SnapshotCut:    "snapshot-cut",
+	RequestDedupe:  "request-dedupe",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -71,7 +76,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -8,6 +8,7 @@ import (
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -118,18 +119,25 @@ func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.De
 // CASFailFast rejects a version-conditioned swap on g without a raft
 // round trip when this replica already holds a newer version than the
 // expected one. Versions only grow, so the swap could never succeed; every
-// other case is decided in the log.
-func (r *Router) CASFailFast(g *shard.Group, c *Call, sh placement.Shard, w *peerv1.Write) error {
+// other case is decided in the log. A retry of a request (o's request id)
+// that was applied is not rejected: the swap itself made the expected
+// version old, and the log answers the retry with the first outcome.
+func (r *Router) CASFailFast(g *shard.Group, c *Call, sh placement.Shard, w *peerv1.Write, o *kvv1.WriteOptions) error {
 	if w.Condition == nil || w.Condition.Kind != peerv1.Condition_KIND_VERSION {
 		return nil
 	}
 	want := causal.Version{HLC: w.Condition.Hlc, Site: w.Condition.Site}
 	var cur storage.Record
-	var found bool
+	var found, applied bool
 	if err := g.Read(func(st *storage.ShardTx) (err error) {
+		if id := o.GetRequestId(); id != nil && !guards.Off(guards.RequestDedupe) {
+			if _, applied = st.Request(id.ClientId, id.Seq); applied {
+				return nil
+			}
+		}
 		cur, found, err = st.Latest(w.Key, true)
 		return err
-	}); err != nil || !found || !want.Less(cur.Version) {
+	}); err != nil || applied || !found || !want.Less(cur.Version) {
 		return nil
 	}
 	c.Observe(sh, w.Key, cur.Version)

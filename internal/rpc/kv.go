@@ -172,7 +172,7 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	}
 	var res fsm.Result
 	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
-		if err := s.router.CASFailFast(g, c, sh, w); err != nil {
+		if err := s.router.CASFailFast(g, c, sh, w, req.Options); err != nil {
 			return err
 		}
 		res, err = s.router.Propose(ctx, c, sh, g, w, req.Options)

@@ -531,8 +531,26 @@ func TestRequestIDAppliesOnce(t *testing.T) {
 		t.Fatalf("%d versions after a retried put", len(h.Versions))
 	}
 	req.Options.RequestId.Seq = 8
-	if c, err := n.kv.Put(ctx(t), req); err != nil || c.Version.Hlc == a.Version.Hlc {
+	c, err := n.kv.Put(ctx(t), req)
+	if err != nil || c.Version.Hlc == a.Version.Hlc {
 		t.Fatalf("new seq: %v, %v", c, err)
+	}
+
+	// A retried compare-and-swap that applied the first time gets the
+	// first outcome, although its expected version is no longer the
+	// newest (the swap itself made it old).
+	cas := &kvv1.CompareAndSwapRequest{Key: []byte("k"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: c.Version}, Value: []byte("swapped"),
+		Options: &kvv1.WriteOptions{RequestId: &kvv1.RequestID{ClientId: "c1", Seq: 9}}}
+	s1, err := n.kv.CompareAndSwap(ctx(t), cas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := n.kv.CompareAndSwap(ctx(t), cas) // a retry
+	if err != nil {
+		t.Fatalf("retried swap that applied: %v", err)
+	}
+	if s1.Version.Hlc != s2.Version.Hlc {
+		t.Fatalf("retried swap got a new version: %v vs %v", s1.Version, s2.Version)
 	}
 }
 
