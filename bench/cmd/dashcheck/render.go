@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +100,20 @@ var palette = []color.Color{
 	color.RGBA{0xfa, 0xde, 0x2a, 0xff},
 }
 
+// plainTicks are gonum's default ticks with labels in the shortest
+// decimal form (2500, not 2500.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []gplot.Tick {
+	ts := gplot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(math.Round(ts[i].Value*1e6)/1e6, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
 // line is one series of a panel.
 type line struct {
 	label, target string
@@ -117,6 +132,7 @@ func writePanelPNG(path, title, unit string, lines []line, start, end time.Time)
 		ylabel = ""
 	}
 	p.Y.Label.Text = ylabel
+	p.Y.Tick.Marker = plainTicks{}
 	p.X.Tick.Marker = gplot.TimeTicks{Format: "15:04:05"}
 	// From the first sample on (Prometheus may have started within the
 	// window).
@@ -136,7 +152,7 @@ func writePanelPNG(path, title, unit string, lines []line, start, end time.Time)
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-	drawn := 0
+	drawn, entries := 0, 0
 	for i, l := range lines {
 		// Split at NaN into runs, so that a gap is not bridged.
 		var runs []plotter.XYs
@@ -167,6 +183,7 @@ func writePanelPNG(path, title, unit string, lines []line, start, end time.Time)
 			p.Add(ln)
 			if j == 0 {
 				p.Legend.Add(l.label, ln)
+				entries++
 			}
 			drawn++
 		}
@@ -174,7 +191,7 @@ func writePanelPNG(path, title, unit string, lines []line, start, end time.Time)
 	if drawn == 0 {
 		p.Title.Text += " (no data)"
 	} else if p.Y.Max > 0 {
-		p.Y.Max *= 1.3 // room for the legend
+		p.Y.Max *= 1.1 + 0.1*float64(entries) // room for the legend
 	}
 	img := vgimg.NewWith(vgimg.UseWH(8*vg.Inch, 4*vg.Inch), vgimg.UseDPI(100))
 	p.Draw(draw.New(img))
