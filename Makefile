@@ -68,7 +68,7 @@ proto: proto-tools
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTOS:api/proto/%=%)
 
-.PHONY: cluster cluster-down geo geo-down image docker compose-up compose-down e2e
+.PHONY: cluster cluster-down geo geo-down dashboards image docker compose-up compose-down e2e
 
 ## geo: three sites s1, s2, s3 on loopback (client ports 7379, 8379, 9379) with simulated WAN delay; GEO_NODES=3 for three nodes per site, GEO_WAN to change the delay. Data in ./data/geo.
 geo:
@@ -77,6 +77,10 @@ geo:
 ## geo-down: stops the nodes started by make geo.
 geo-down:
 	scripts/geo.sh down
+
+## dashboards: checks every query of the Grafana dashboards (deploy/grafana/dashboards) against a real Prometheus scraping three loaded sites on loopback (installs Debian's prometheus if missing); draws the geo dashboard's key panels into docs/img.
+dashboards:
+	scripts/dashboards.sh
 
 
 ## cluster: a three-node site "local" on loopback (client ports 7379, 7389, 7399), data in ./data/cluster.

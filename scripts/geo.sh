@@ -15,8 +15,9 @@
 #
 # Environment: GEO_NODES (nodes per site, 1 or more, default 1), GEO_WAN
 # (the --simulate-wan spec, default '*=40ms±5ms' one way; empty: none),
-# GEO_READY_TIMEOUT (seconds, default 90), GEO_STOP_TIMEOUT (seconds,
-# default 30), GEO_NO_BUILD=1 to skip building.
+# GEO_DIR (data and logs, default data/geo), GEO_READY_TIMEOUT (seconds,
+# default 90), GEO_STOP_TIMEOUT (seconds, default 30), GEO_NO_BUILD=1 to
+# skip building.
 #
 # The simulated WAN and --debug-faults (kvctl debug partition) are test and
 # demo features: see docs/operations.md.
@@ -28,7 +29,7 @@ NAME=geo
 # shellcheck source=scripts/nodes.sh
 source scripts/nodes.sh
 
-DIR=data/geo
+DIR=${GEO_DIR:-data/geo}
 KVD=bin/kvd
 KVCTL=bin/kvctl
 SITES=(s1 s2 s3)
