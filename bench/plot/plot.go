@@ -185,6 +185,11 @@ func WritePNG(r *ycsbrun.Report, path string) error {
 			}
 		}
 	}
+	return SavePNG(img, path)
+}
+
+// SavePNG writes img to path as a PNG.
+func SavePNG(img *vgimg.Canvas, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

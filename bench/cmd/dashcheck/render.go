@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	benchplot "github.com/causeway-db/causeway/bench/plot"
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -195,13 +196,5 @@ func writePanelPNG(path, title, unit string, lines []line, start, end time.Time)
 	}
 	img := vgimg.NewWith(vgimg.UseWH(8*vg.Inch, 4*vg.Inch), vgimg.UseDPI(100))
 	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return benchplot.SavePNG(img, path)
 }
