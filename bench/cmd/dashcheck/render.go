@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	benchplot "github.com/causeway-db/causeway/bench/plot"
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	benchplot "github.com/causeway-db/causeway/bench/plot"
 )
 
 // keyPanels are the panels of the geo dashboard drawn by --png-dir.
