@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/client"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/causalcheck"
@@ -125,6 +126,23 @@ func TestComposeCluster(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("sites converged %v after healing", time.Since(healed).Round(time.Second))
+
+	// And their digests agree: anti-entropy from every site to the next
+	// of its chain finds no digest slot that differs.
+	for _, site := range siteOrder {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		differing := 0
+		err := readers[site].Repair(ctx, client.RepairOptions{Keyspace: "default"}, func(p *adminv1.RepairProgress) {
+			differing += int(p.GetSlotsDiffering())
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("digest comparison from %s: %v", site, err)
+		}
+		if differing != 0 {
+			t.Fatalf("%d digest slots differ between %s and the next site of its chain after convergence", differing, site)
+		}
+	}
 
 	h := rec.History()
 	res, err := causalcheck.Check(h, final)
