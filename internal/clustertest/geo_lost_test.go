@@ -308,7 +308,8 @@ func TestGeoLateRemoteWriteAfterGC(t *testing.T) {
 	fs.waitKeys(t, []string{string(key)}, 30*time.Second)
 	fs.Net.PartitionSites("s1", "s3")
 	fs.Net.PartitionSites("s2", "s3")
-	if _, err := fs.kv("s3").Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("late")}); err != nil {
+	late, err := fs.kv("s3").Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("late")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fs.kv("s1").Delete(ctx, &kvv1.DeleteRequest{Key: key}); err != nil {
@@ -317,6 +318,20 @@ func TestGeoLateRemoteWriteAfterGC(t *testing.T) {
 	// Garbage collection runs many passes meanwhile.
 	sleepCtx(ctx, time.Second)
 	fs.Net.Heal()
+	// The moment s1 applied the late write, it must still read the key
+	// as deleted (later, every site may collect everything).
+	s1 := fs.Sites["s1"].Nodes[0]
+	sh, _ := s1.Srv.Router().Shard("default", key)
+	poll.Until(t, 30*time.Second, "s1 applies s3's late write", func() error {
+		g := s1.Srv.Router().Local(sh)
+		if g == nil || g.Geo().Origins["s3"].HLC < late.Version.GetHlc() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	if r, err := fs.kv("s1").Get(ctx, &kvv1.GetRequest{Key: key}); err != nil || r.Found {
+		t.Fatalf("s1 reads %s=%q (%v) once s3's late write arrived: it outlived the collected tombstone", key, r.GetValue(), err)
+	}
 	fs.waitConverged(t, 30*time.Second)
 	for _, site := range fs.Order {
 		r, err := fs.kv(site).Get(ctx, &kvv1.GetRequest{Key: key})
