@@ -14,9 +14,9 @@ build:
 	$(GO) build -o bin/kvd ./cmd/kvd
 	$(GO) build -o bin/kvctl ./cmd/kvctl
 
-## run: a single-node site named "local", data in ./data, client API on 127.0.0.1:7379.
+## run: a single-node site named "local", data in ./data/local, client API on 127.0.0.1:7379.
 run: build
-	./bin/kvd
+	./bin/kvd --data-dir data/local
 
 ## test: lint (vet, gofmt, staticcheck), the race-enabled test suite (with the
 ## internal/lint rules and goleak checks) and a short run of every fuzz target.
