@@ -3,8 +3,8 @@ package geo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -22,13 +22,8 @@ import (
 // waits for it (router.Arrive).
 func (s *Service) WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, error) {
 	cfg, _ := s.configs()
-	names := make([]string, 0, len(cfg.Keyspaces))
-	for n := range cfg.Keyspaces {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var stamp uint64
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Keyspaces)) {
 		ks, ok := cfg.Keyspace(name)
 		if !ok || !ks.Holds(s.cfg.Site) || len(ks.Sites) < 2 {
 			continue
@@ -58,11 +53,7 @@ func (s *Service) WaitObserved(ctx context.Context, observed []causal.Dependency
 		}
 		names := []string{d.Ref.Keyspace}
 		if d.Ref.Keyspace == "" {
-			names = names[:0]
-			for n := range cfg.Keyspaces {
-				names = append(names, n)
-			}
-			sort.Strings(names)
+			names = slices.Sorted(maps.Keys(cfg.Keyspaces))
 		}
 		for _, name := range names {
 			ks, ok := cfg.Keyspace(name)
@@ -98,16 +89,13 @@ func (s *Service) waitShardApplied(ctx context.Context, sh placement.Shard, hlc 
 		return waitGroupApplied(ctx, g, sh, hlc, origins)
 	}
 	for {
-		_, fwd, fctx, err := s.leader(ctx, sh)
+		g, fwd, fctx, err := s.leader(ctx, sh)
 		if err != nil {
 			return 0, err
 		}
 		if fwd == nil {
 			// This node leads now: its replica opened meanwhile.
-			if g := s.host.Group(sh); g != nil {
-				return waitGroupApplied(ctx, g, sh, hlc, origins)
-			}
-			return 0, fmt.Errorf("%s: no replica here", sh)
+			return waitGroupApplied(ctx, g, sh, hlc, origins)
 		}
 		resp, err := fwd.WaitApplied(fctx, &peerv1.WaitAppliedRequest{Keyspace: sh.Keyspace, Shard: sh.ID, Hlc: hlc, Origins: origins})
 		switch {
