@@ -16,7 +16,9 @@
 # timeout: the site serves meanwhile).
 #
 # Environment: CLUSTER_READY_TIMEOUT (seconds, default 60), CLUSTER_STOP_TIMEOUT
-# (seconds, default 30), CLUSTER_NO_BUILD=1 to skip building bin/kvd.
+# (seconds, default 30), CLUSTER_NO_BUILD=1 to skip building bin/kvd,
+# CLUSTER_DIR (default data/cluster), CLUSTER_KVD_ARGS (extra kvd flags, split
+# on spaces, e.g. "--shards 256 --pprof").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,7 +27,7 @@ NAME=cluster
 # shellcheck source=scripts/nodes.sh
 source scripts/nodes.sh
 
-DIR=data/cluster
+DIR=${CLUSTER_DIR:-data/cluster}
 KVD=bin/kvd
 KVCTL=bin/kvctl
 SITE=local
@@ -76,6 +78,8 @@ start_node() {
 		--client-addr "127.0.0.1:$b" --http-addr "127.0.0.1:$((b + 1))"
 		--peer-addr "127.0.0.1:$((b + 2))" --gossip-addr "127.0.0.1:$((b + 3))")
 	if [[ $n != n1 ]]; then args+=(--join "$JOIN"); fi
+	# shellcheck disable=SC2206 # split on purpose
+	args+=(${CLUSTER_KVD_ARGS:-})
 	mkdir -p "$DIR/$n"
 	echo "=== $(date '+%F %T') starting $n: $KVD ${args[*]}" >>"$DIR/$n.log"
 	# A session of its own: the node outlives this script and the terminal's

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,12 @@ type Config struct {
 	MaxVoters int
 	// RebalanceInterval is how often the leader re-plans.
 	RebalanceInterval time.Duration
+	// LeaderBalanceInterval is how often the leader checks where shard
+	// leadership is while nothing changed: neither the placement map nor
+	// the live nodes, and the last check moved nothing. The check asks a
+	// replica of every shard, so it costs a round of RPCs per shard; after
+	// a change it runs every RebalanceInterval until leadership is even.
+	LeaderBalanceInterval time.Duration
 	// DeadGrace is how long a node may be unreachable before its replicas
 	// are re-created elsewhere.
 	DeadGrace time.Duration
@@ -71,16 +79,17 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Keyspaces:          map[string]uint32{"default": placement.DefaultShards},
-		Replicas:           3,
-		MaxVoters:          3,
-		RebalanceInterval:  time.Second,
-		DeadGrace:          30 * time.Second,
-		MaxConcurrentSteps: 4,
-		StepTimeout:        30 * time.Second,
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		Keyspaces:             map[string]uint32{"default": placement.DefaultShards},
+		Replicas:              3,
+		MaxVoters:             3,
+		RebalanceInterval:     time.Second,
+		LeaderBalanceInterval: 10 * time.Second,
+		DeadGrace:             30 * time.Second,
+		MaxConcurrentSteps:    4,
+		StepTimeout:           30 * time.Second,
+		HeartbeatTimeout:      time.Second,
+		ElectionTimeout:       time.Second,
+		LeaderLeaseTimeout:    500 * time.Millisecond,
 	}
 }
 
@@ -171,6 +180,12 @@ type Catalog struct {
 
 	ksMu      sync.Mutex
 	keyspaces map[string]uint32 // REQUIRES: ksMu
+
+	// Leader balancing while nothing changes (leaderLoop's goroutine only):
+	// the map epoch and live nodes of the last check that moved nothing,
+	// and when the next check is due.
+	balancedKey string
+	balanceDue  time.Time
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
@@ -527,8 +542,19 @@ func (c *Catalog) lead(ctx context.Context) error {
 	}
 	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
-		return c.balanceLeaders(ctx, st, live)
+		key := balanceKey(st.Map.Epoch, live)
+		now := time.Now()
+		if key == c.balancedKey && now.Before(c.balanceDue) {
+			return nil
+		}
+		moves, err := c.balanceLeaders(ctx, st, live)
+		c.balancedKey, c.balanceDue = "", time.Time{}
+		if moves == 0 && err == nil {
+			c.balancedKey, c.balanceDue = key, now.Add(c.cfg.LeaderBalanceInterval)
+		}
+		return err
 	}
+	c.balancedKey = ""
 	var wg sync.WaitGroup
 	errs := make([]error, len(steps))
 	for i, s := range steps {
@@ -574,15 +600,16 @@ func (c *Catalog) addShards(ctx context.Context, m placement.Map, up []placement
 // (at most MaxConcurrentSteps transfers a round), so that every node leads
 // about as many shards: leaders do the log writes and serve the writes and
 // STRONG reads of their shards.
-func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement.NodeID) error {
+func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement.NodeID) (int, error) {
 	isLive := map[placement.NodeID]bool{}
 	for _, id := range live {
 		isLive[id] = true
 	}
 	moves := 0
 	var errs []error
+	preferred := placement.PreferredLeaders(st.Map)
 	for _, s := range st.Map.SortedShards() {
-		want, ok := placement.PreferredLeaders(st.Map)[s]
+		want, ok := preferred[s]
 		if !ok || !isLive[want] || moves >= c.cfg.MaxConcurrentSteps {
 			continue
 		}
@@ -604,7 +631,18 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement
 		c.m.steps.WithLabelValues("transfer-leader", "ok").Inc()
 		c.log.Info("moved shard leadership", "shard", s.String(), "from", cur, "to", want)
 	}
-	return errors.Join(errs...)
+	return moves, errors.Join(errs...)
+}
+
+// balanceKey identifies what leader balancing depends on: the placement map
+// (by epoch) and the live nodes.
+func balanceKey(epoch uint64, live []placement.NodeID) string {
+	ids := make([]string, len(live))
+	for i, id := range live {
+		ids[i] = string(id)
+	}
+	sort.Strings(ids)
+	return strconv.FormatUint(epoch, 10) + "|" + strings.Join(ids, ",")
 }
 
 // execute carries out one step: the raft configuration change through the

@@ -29,8 +29,19 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long raft waits before sending a heartbeat
-	// with a new commit index.
+	// with a new commit index. These messages also tell followers that the
+	// leader is alive, so with LeaderHeartbeatTimeout they must come well
+	// within HeartbeatTimeout and LeaderLeaseTimeout (raft waits between
+	// one and two CommitTimeouts).
 	CommitTimeout time.Duration
+	// LeaderHeartbeatTimeout is the HeartbeatTimeout a replica runs with
+	// while it leads: raft's leader heartbeats every tenth to fifth of it.
+	// Its followers keep HeartbeatTimeout to detect a failed leader, and
+	// the CommitTimeout messages keep them in contact between heartbeats,
+	// so an idle group exchanges a few messages a second instead of
+	// twenty (docs/adr/020-idle-shards-and-the-write-path.md). Zero, or
+	// not above HeartbeatTimeout, keeps HeartbeatTimeout for leaders too.
+	LeaderHeartbeatTimeout time.Duration
 	// MaxAppendEntries is the largest batch of log entries raft writes and
 	// sends at once; it is also the FSM's largest apply batch.
 	MaxAppendEntries int
@@ -66,22 +77,23 @@ type Config struct {
 // DefaultConfig returns the production defaults (LAN timings).
 func DefaultConfig() Config {
 	return Config{
-		SnapshotThreshold:  8192,
-		SnapshotInterval:   2 * time.Minute,
-		TrailingLogs:       10240,
-		HeartbeatTimeout:   1000 * time.Millisecond,
-		ElectionTimeout:    1000 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
-		MaxAppendEntries:   256,
-		VersionRetention:   time.Hour,
-		RequestRetention:   10 * time.Minute,
-		GCInterval:         time.Minute,
-		GCBatchKeys:        10000,
-		DigestInterval:     5 * time.Minute,
-		DigestTimeout:      30 * time.Second,
-		CloseInterval:      25 * time.Millisecond,
-		CloseDemand:        time.Second,
+		SnapshotThreshold:      8192,
+		SnapshotInterval:       2 * time.Minute,
+		TrailingLogs:           10240,
+		HeartbeatTimeout:       1000 * time.Millisecond,
+		ElectionTimeout:        1000 * time.Millisecond,
+		LeaderLeaseTimeout:     time.Second,
+		CommitTimeout:          250 * time.Millisecond,
+		LeaderHeartbeatTimeout: 5 * time.Second,
+		MaxAppendEntries:       256,
+		VersionRetention:       time.Hour,
+		RequestRetention:       10 * time.Minute,
+		GCInterval:             time.Minute,
+		GCBatchKeys:            10000,
+		DigestInterval:         5 * time.Minute,
+		DigestTimeout:          30 * time.Second,
+		CloseInterval:          25 * time.Millisecond,
+		CloseDemand:            time.Second,
 	}
 }
 
@@ -98,6 +110,8 @@ func (c Config) Validate() error {
 		return errors.New("shard: retention and intervals must not be negative")
 	case c.GCBatchKeys == 0:
 		return errors.New("shard: GCBatchKeys must be positive")
+	case c.LeaderHeartbeatTimeout < 0:
+		return errors.New("shard: LeaderHeartbeatTimeout must not be negative")
 	case c.CloseInterval < 0 || c.CloseDemand < 0:
 		return errors.New("shard: CloseInterval and CloseDemand must not be negative")
 	case c.DigestInterval < 0:

@@ -248,8 +248,43 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	}
 	g.wg.Add(1)
 	go g.closeLoop()
+	if cfg.LeaderHeartbeatTimeout > cfg.HeartbeatTimeout {
+		g.wg.Add(1)
+		go g.heartbeatLoop()
+	}
 	g.startChecks()
 	return g, nil
+}
+
+// heartbeatLoop switches raft's HeartbeatTimeout to LeaderHeartbeatTimeout
+// while this replica leads and back when it stops leading, so that its
+// heartbeats are rare and, as a follower, it still detects a failed leader
+// after HeartbeatTimeout.
+func (g *Group) heartbeatLoop() {
+	defer g.wg.Done()
+	set := func(lead bool) {
+		rc := g.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = g.cfg.HeartbeatTimeout, g.cfg.ElectionTimeout
+		if lead {
+			rc.HeartbeatTimeout = g.cfg.LeaderHeartbeatTimeout
+			rc.ElectionTimeout = max(rc.ElectionTimeout, rc.HeartbeatTimeout)
+		}
+		if err := g.raft.ReloadConfig(rc); err != nil {
+			g.log.Warn("setting the heartbeat timeout", "leader", lead, "err", err)
+		}
+	}
+	leading := false
+	for {
+		select {
+		case <-g.stop:
+			return
+		case lead := <-g.raft.LeaderCh():
+			if lead != leading {
+				leading = lead
+				set(lead)
+			}
+		}
+	}
 }
 
 // SnapshotDir is the directory of shard id's raft snapshots.
