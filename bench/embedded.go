@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/internal/clustertest"
 	"github.com/causeway-db/causeway/internal/server"
 )
@@ -230,7 +231,7 @@ func (e *Embedded) LeaderSummary() string {
 	for id := range l {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return nodeLess(ids[i], ids[j]) })
+	sort.Slice(ids, func(i, j int) bool { return core.NodeLess(ids[i], ids[j]) })
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = fmt.Sprintf("%s=%d", id, l[id])
@@ -251,10 +252,10 @@ func (e *Embedded) Addrs() []string {
 }
 
 // Gatherers are the metrics registries of every node.
-func (e *Embedded) Gatherers() []NodeGatherer {
-	out := make([]NodeGatherer, len(e.Nodes))
+func (e *Embedded) Gatherers() []core.NodeGatherer {
+	out := make([]core.NodeGatherer, len(e.Nodes))
 	for i, n := range e.Nodes {
-		out[i] = NodeGatherer{Node: n.ID, Gatherer: n.Srv.Registry()}
+		out[i] = core.NodeGatherer{Node: n.ID, Gatherer: n.Srv.Registry()}
 	}
 	return out
 }
