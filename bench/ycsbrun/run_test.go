@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/ycsb"
 )
@@ -176,7 +175,7 @@ func TestRunCountsErrors(t *testing.T) {
 	if kindErrs != res.Errors {
 		t.Errorf("kind errors %d, total %d", kindErrs, res.Errors)
 	}
-	if len(res.ErrorSamples) == 0 || len(res.ErrorSamples) > maxErrorSamples || !strings.Contains(res.ErrorSamples[0], "injected") {
+	if len(res.ErrorSamples) == 0 || len(res.ErrorSamples) > core.MaxErrorSamples || !strings.Contains(res.ErrorSamples[0], "injected") {
 		t.Errorf("samples %q", res.ErrorSamples)
 	}
 	if res.Throughput != float64(res.Ops)/res.WindowS {
@@ -193,26 +192,6 @@ func TestRunTargetRate(t *testing.T) {
 	}
 	if res.Ops < 150 || res.Ops > 230 {
 		t.Errorf("%d ops in 0.5s at 400 ops/s, want ≈200", res.Ops)
-	}
-}
-
-func TestRunProgressAndCancel(t *testing.T) {
-	m := loaded(t, 100)
-	m.Delay = time.Millisecond
-	var buf bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := Run(ctx, m, RunConfig{Workload: workload(t, "C", 100), Clients: 2, Duration: time.Minute,
-		Progress: &buf, ProgressEvery: 100 * time.Millisecond, Label: "[test]"})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("err %v, want the context's", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("cancelled run took %s", el)
-	}
-	if !strings.Contains(buf.String(), "[test]") || !strings.Contains(buf.String(), "ops/s") {
-		t.Errorf("progress output %q", buf.String())
 	}
 }
 
@@ -323,21 +302,5 @@ func TestErrorClass(t *testing.T) {
 		if got := ErrorClass(c.err); got != c.want {
 			t.Errorf("ErrorClass(%v) = %q, want %q", c.err, got, c.want)
 		}
-	}
-}
-
-func TestRunReportsCPU(t *testing.T) {
-	if _, err := os.Stat("/proc/stat"); err != nil {
-		t.Skip("no /proc")
-	}
-	m := loaded(t, 100)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 2,
-		Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond, ServerPIDs: []int{os.Getpid()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := res.CPU
-	if c.Total != runtime.NumCPU() || c.Client < 0.1 || c.Machine < 0.1 || math.Abs(c.Servers-c.Client) > 0.2 {
-		t.Errorf("CPU use %+v: the busy in-memory clients should show", c)
 	}
 }
