@@ -13,15 +13,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-const exposition = `# HELP causeway_transport_rpc_seconds Latency of raft RPCs sent to peers, by type.
+// heartbeats is a causeway_transport_rpc_seconds histogram of heartbeats
+// with the given cumulative counts up to 1, 2 and 4 ms, and their sum.
+func heartbeats(le1, le2, le4 int, sum float64) string {
+	return fmt.Sprintf(`# HELP causeway_transport_rpc_seconds Latency of raft RPCs sent to peers, by type.
 # TYPE causeway_transport_rpc_seconds histogram
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.001"} 10
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.002"} 30
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.004"} 40
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="+Inf"} 40
-causeway_transport_rpc_seconds_sum{type="heartbeat"} 0.06
-causeway_transport_rpc_seconds_count{type="heartbeat"} 40
-# TYPE causeway_storage_commit_batch_size histogram
+causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.001"} %d
+causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.002"} %d
+causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.004"} %d
+causeway_transport_rpc_seconds_bucket{type="heartbeat",le="+Inf"} %d
+causeway_transport_rpc_seconds_sum{type="heartbeat"} %g
+causeway_transport_rpc_seconds_count{type="heartbeat"} %d
+`, le1, le2, le4, le4, sum, le4)
+}
+
+var (
+	earlier    = heartbeats(10, 10, 10, 0.005)
+	exposition = heartbeats(10, 30, 40, 0.06) + `# TYPE causeway_storage_commit_batch_size histogram
 causeway_storage_commit_batch_size_bucket{db="raft",le="1"} 5
 causeway_storage_commit_batch_size_bucket{db="raft",le="2"} 5
 causeway_storage_commit_batch_size_bucket{db="raft",le="+Inf"} 5
@@ -37,15 +45,7 @@ causeway_shard_apply_seconds_count{shard="default/2",result="ok"} 4
 # TYPE causeway_other_total counter
 causeway_other_total{a="b\"c"} 12 1700000000
 `
-
-const earlier = `# TYPE causeway_transport_rpc_seconds histogram
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.001"} 10
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.002"} 10
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="0.004"} 10
-causeway_transport_rpc_seconds_bucket{type="heartbeat",le="+Inf"} 10
-causeway_transport_rpc_seconds_sum{type="heartbeat"} 0.005
-causeway_transport_rpc_seconds_count{type="heartbeat"} 10
-`
+)
 
 func parse(t *testing.T, node, text string) NodeMetrics {
 	t.Helper()

@@ -17,17 +17,39 @@ type pointKey struct {
 
 func keyOf(r Result) pointKey { return pointKey{r.Workload, r.Mode, r.Clients} }
 
-// KindPoint is one operation kind of a Point over the rounds.
+// Percentiles are the spreads over the rounds of each round's latency
+// percentiles, in milliseconds.
+type Percentiles struct {
+	P50  core.Spread `json:"p50_ms"`
+	P95  core.Spread `json:"p95_ms"`
+	P99  core.Spread `json:"p99_ms"`
+	P999 core.Spread `json:"p999_ms"`
+}
+
+// percentilesOf returns the spreads of the percentiles of ls.
+func percentilesOf(ls []core.Latency) Percentiles {
+	pick := func(f func(core.Latency) float64) core.Spread {
+		vs := make([]float64, len(ls))
+		for i, l := range ls {
+			vs[i] = f(l)
+		}
+		return core.SpreadOf(vs)
+	}
+	return Percentiles{
+		P50:  pick(func(l core.Latency) float64 { return l.P50Ms }),
+		P95:  pick(func(l core.Latency) float64 { return l.P95Ms }),
+		P99:  pick(func(l core.Latency) float64 { return l.P99Ms }),
+		P999: pick(func(l core.Latency) float64 { return l.P999Ms }),
+	}
+}
+
+// KindPoint is one operation kind of a Point over the rounds; Ops and
+// Errors are summed over the rounds.
 type KindPoint struct {
-	Kind string `json:"kind"`
-	// Ops and Errors are summed over the rounds; the latencies are
-	// spreads of the rounds' percentiles (ms).
-	Ops    int64       `json:"ops"`
-	Errors int64       `json:"errors"`
-	P50    core.Spread `json:"p50_ms"`
-	P95    core.Spread `json:"p95_ms"`
-	P99    core.Spread `json:"p99_ms"`
-	P999   core.Spread `json:"p999_ms"`
+	Kind   string `json:"kind"`
+	Ops    int64  `json:"ops"`
+	Errors int64  `json:"errors"`
+	Percentiles
 }
 
 // Point is one workload, mode and client count over the rounds: the
@@ -38,10 +60,7 @@ type Point struct {
 	Clients    int         `json:"clients"`
 	Rounds     int         `json:"rounds"`
 	Throughput core.Spread `json:"throughput_ops"`
-	P50        core.Spread `json:"p50_ms"`
-	P95        core.Spread `json:"p95_ms"`
-	P99        core.Spread `json:"p99_ms"`
-	P999       core.Spread `json:"p999_ms"`
+	Percentiles
 	// Errors are summed over the rounds.
 	Errors int64       `json:"errors"`
 	Kinds  []KindPoint `json:"kinds,omitempty"`
@@ -57,19 +76,6 @@ func (p Point) Kind(kind string) KindPoint {
 		}
 	}
 	return KindPoint{Kind: kind}
-}
-
-// latencySpreads returns the spreads of p50, p95, p99 and p99.9 of ls.
-func latencySpreads(ls []core.Latency) (p50, p95, p99, p999 core.Spread) {
-	pick := func(f func(core.Latency) float64) core.Spread {
-		vs := make([]float64, len(ls))
-		for i, l := range ls {
-			vs[i] = f(l)
-		}
-		return core.SpreadOf(vs)
-	}
-	return pick(func(l core.Latency) float64 { return l.P50Ms }), pick(func(l core.Latency) float64 { return l.P95Ms }),
-		pick(func(l core.Latency) float64 { return l.P99Ms }), pick(func(l core.Latency) float64 { return l.P999Ms })
 }
 
 // Aggregate groups the results by workload, mode and client count, in the
@@ -102,7 +108,7 @@ func Aggregate(results []Result) []Point {
 			}
 		}
 		p.Throughput = core.SpreadOf(tput)
-		p.P50, p.P95, p.P99, p.P999 = latencySpreads(lats)
+		p.Percentiles = percentilesOf(lats)
 		p.CPU.Machine, p.CPU.Servers, p.CPU.Client = core.SpreadOf(machine).Median, core.SpreadOf(servers).Median, core.SpreadOf(client).Median
 		for _, kind := range kinds {
 			kp := KindPoint{Kind: kind}
@@ -115,7 +121,7 @@ func Aggregate(results []Result) []Point {
 					kl = append(kl, kr.Latency)
 				}
 			}
-			kp.P50, kp.P95, kp.P99, kp.P999 = latencySpreads(kl)
+			kp.Percentiles = percentilesOf(kl)
 			p.Kinds = append(p.Kinds, kp)
 		}
 		out = append(out, p)

@@ -3,32 +3,22 @@ package ycsbrun
 import (
 	"context"
 	"errors"
-	"io"
-	"time"
 
 	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/ycsb"
 )
 
-// LoadConfig configures the load phase.
+// LoadConfig configures the load phase: LoadSpec's records, inserted as
+// record numbers 0..Records-1 (ycsb.KeyName).
 type LoadConfig struct {
-	// Records are inserted as record numbers 0..Records-1 (ycsb.KeyName).
-	Records int64
 	// ValueSize is the size of each value in bytes.
 	ValueSize int
 	// Seed determines the values: record n's value depends only on Seed
 	// and n (RecordValue), so every system gets the same bytes whatever
 	// the concurrency.
 	Seed uint64
-	// Concurrency, Timeout, Attempts, OpTimeout, Progress and
-	// ProgressEvery: as in core.LoadSpec.
-	Concurrency   int
-	Timeout       time.Duration
-	Attempts      int
-	OpTimeout     time.Duration
-	Progress      io.Writer
-	ProgressEvery time.Duration
+	core.LoadSpec
 }
 
 // LoadResult is the outcome of the load phase.
@@ -60,9 +50,9 @@ func Load(ctx context.Context, sys drivers.System, cfg LoadConfig) (LoadResult, 
 			d.Close()
 		}
 	}()
-	res, err := core.Load(ctx, core.LoadSpec{Label: sys.Mode(), Records: cfg.Records, Concurrency: cfg.Concurrency,
-		Timeout: cfg.Timeout, Attempts: cfg.Attempts, OpTimeout: cfg.OpTimeout,
-		Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery},
+	spec := cfg.LoadSpec
+	spec.Label = sys.Mode()
+	res, err := core.Load(ctx, spec,
 		func(worker int) (core.Inserter, error) {
 			d, err := sys.Driver(worker)
 			if err != nil {

@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
@@ -26,23 +24,13 @@ type RunConfig struct {
 	Workload ycsb.Workload
 	// Clients is the number of client goroutines (>= 1).
 	Clients int
-	// Warmup, Duration, Operations, MaxTime, TargetRate, OpTimeout,
-	// Progress, ProgressEvery, ServerPIDs: as in core.PhaseSpec.
-	Warmup        time.Duration
-	Duration      time.Duration
-	Operations    int64
-	MaxTime       time.Duration
-	TargetRate    float64
-	OpTimeout     time.Duration
-	Progress      io.Writer
-	ProgressEvery time.Duration
-	ServerPIDs    []int
 	// Seed is the base seed: client i's generator is seeded with Seed+i.
 	Seed uint64
-	// Label prefixes progress lines.
-	Label string
 	// Round numbers the repetition of the run (0 when not repeated).
 	Round int
+	// PhaseSpec is the timing, pacing and progress of the phase (its
+	// Kinds are the ycsb operation kinds).
+	core.PhaseSpec
 }
 
 // Result is the outcome of one run phase.
@@ -166,11 +154,9 @@ func Run(ctx context.Context, sys drivers.System, cfg RunConfig) (Result, error)
 		defer d.Close()
 		clients[i] = &client{g: g, d: d, inserted: inserted}
 	}
-	m, err := core.RunPhase(ctx, core.PhaseSpec{
-		Label: cfg.Label, Kinds: opKinds, Warmup: cfg.Warmup, Duration: cfg.Duration,
-		Operations: cfg.Operations, MaxTime: cfg.MaxTime, TargetRate: cfg.TargetRate, OpTimeout: cfg.OpTimeout,
-		Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery, ServerPIDs: cfg.ServerPIDs,
-	}, clients)
+	spec := cfg.PhaseSpec
+	spec.Kinds = opKinds
+	m, err := core.RunPhase(ctx, spec, clients)
 	res := Result{Mode: sys.Mode(), System: drivers.SystemOf(sys.Mode()), Workload: w.Name,
 		Records: w.RecordCount, ValueSize: w.FieldLength, Round: cfg.Round, Measurement: m}
 	return res, err

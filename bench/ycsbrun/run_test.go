@@ -31,7 +31,7 @@ func workload(t *testing.T, name string, records int64) ycsb.Workload {
 func loaded(t *testing.T, records int64) *drivers.Memory {
 	t.Helper()
 	m := drivers.NewMemory()
-	if _, err := Load(context.Background(), m, LoadConfig{Records: records, ValueSize: 64, Seed: 7, Concurrency: 4}); err != nil {
+	if _, err := Load(context.Background(), m, LoadConfig{ValueSize: 64, Seed: 7, LoadSpec: core.LoadSpec{Records: records, Concurrency: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -43,7 +43,7 @@ func loaded(t *testing.T, records int64) *drivers.Memory {
 // merged histogram holds every kind's samples.
 func TestRunExecutesTheMix(t *testing.T) {
 	m := loaded(t, 1000)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 1000), Clients: 4, Operations: 8000, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 1000), Clients: 4, Seed: 1, PhaseSpec: core.PhaseSpec{Operations: 8000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestRunWorkloadsMixes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loaded(t, 500)
-			res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, c.name, 500), Clients: 3, Operations: 6000, Seed: 3})
+			res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, c.name, 500), Clients: 3, Seed: 3, PhaseSpec: core.PhaseSpec{Operations: 6000}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,8 +123,7 @@ func TestRunExcludesWarmup(t *testing.T) {
 	m := loaded(t, 100)
 	m.Delay = time.Millisecond
 	before := m.Reads.Load() + m.Updates.Load()
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 2,
-		Warmup: 150 * time.Millisecond, Duration: 250 * time.Millisecond, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 2, Seed: 1, PhaseSpec: core.PhaseSpec{Warmup: 150 * time.Millisecond, Duration: 250 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +154,7 @@ func TestRunExcludesWarmup(t *testing.T) {
 func TestRunCountsErrors(t *testing.T) {
 	m := loaded(t, 100)
 	m.FailEvery = 10 // set after the load's 100 calls: every tenth run call fails
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 1, Operations: 1000, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 1, Seed: 1, PhaseSpec: core.PhaseSpec{Operations: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +184,7 @@ func TestRunCountsErrors(t *testing.T) {
 
 func TestRunTargetRate(t *testing.T) {
 	m := loaded(t, 100)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 4,
-		Duration: 500 * time.Millisecond, TargetRate: 400, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 4, Seed: 1, PhaseSpec: core.PhaseSpec{Duration: 500 * time.Millisecond, TargetRate: 400}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +197,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	m := drivers.NewMemory()
 	w := workload(t, "A", 10)
 	for _, cfg := range []RunConfig{
-		{Workload: w, Clients: 0, Duration: time.Second},
+		{Workload: w, Clients: 0, PhaseSpec: core.PhaseSpec{Duration: time.Second}},
 		{Workload: w, Clients: 1},
-		{Workload: w, Clients: 1, Duration: time.Second, Warmup: -1},
-		{Workload: ycsb.Workload{Name: "bad"}, Clients: 1, Duration: time.Second},
+		{Workload: w, Clients: 1, PhaseSpec: core.PhaseSpec{Duration: time.Second, Warmup: -1}},
+		{Workload: ycsb.Workload{Name: "bad"}, Clients: 1, PhaseSpec: core.PhaseSpec{Duration: time.Second}},
 	} {
 		if _, err := Run(context.Background(), m, cfg); err == nil {
 			t.Errorf("accepted %+v", cfg)
@@ -215,11 +213,11 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestLoadIsDeterministic(t *testing.T) {
 	a, b := drivers.NewMemory(), drivers.NewMemory()
 	var buf bytes.Buffer
-	ra, err := Load(context.Background(), a, LoadConfig{Records: 300, ValueSize: 100, Seed: 9, Concurrency: 1, Progress: &buf})
+	ra, err := Load(context.Background(), a, LoadConfig{ValueSize: 100, Seed: 9, LoadSpec: core.LoadSpec{Records: 300, Concurrency: 1, Progress: &buf}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(context.Background(), b, LoadConfig{Records: 300, ValueSize: 100, Seed: 9, Concurrency: 13}); err != nil {
+	if _, err := Load(context.Background(), b, LoadConfig{ValueSize: 100, Seed: 9, LoadSpec: core.LoadSpec{Records: 300, Concurrency: 13}}); err != nil {
 		t.Fatal(err)
 	}
 	if ra.Loaded != 300 || ra.Latency.Count != 300 || a.Len() != 300 || b.Len() != 300 {
@@ -241,7 +239,7 @@ func TestLoadIsDeterministic(t *testing.T) {
 func TestLoadRetriesThenFails(t *testing.T) {
 	m := drivers.NewMemory()
 	m.FailEvery = 3 // every third call fails: retries succeed
-	res, err := Load(context.Background(), m, LoadConfig{Records: 60, ValueSize: 8, Concurrency: 2})
+	res, err := Load(context.Background(), m, LoadConfig{ValueSize: 8, LoadSpec: core.LoadSpec{Records: 60, Concurrency: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +248,7 @@ func TestLoadRetriesThenFails(t *testing.T) {
 	}
 	m2 := drivers.NewMemory()
 	m2.FailEvery = 1 // everything fails
-	if _, err := Load(context.Background(), m2, LoadConfig{Records: 5, ValueSize: 8, Attempts: 2}); !errors.Is(err, drivers.ErrInjected) {
+	if _, err := Load(context.Background(), m2, LoadConfig{ValueSize: 8, LoadSpec: core.LoadSpec{Records: 5, Attempts: 2}}); !errors.Is(err, drivers.ErrInjected) {
 		t.Errorf("err %v, want the injected failure", err)
 	}
 }

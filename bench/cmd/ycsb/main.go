@@ -358,8 +358,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
-			lr, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{Records: *records, ValueSize: *valueSize, Seed: *seed,
-				Concurrency: *loadClients, Timeout: *loadTimeout, OpTimeout: *opTimeout, Progress: stderr, ProgressEvery: *progress})
+			lr, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{ValueSize: *valueSize, Seed: *seed,
+				LoadSpec: core.LoadSpec{Records: *records, Concurrency: *loadClients, Timeout: *loadTimeout, OpTimeout: *opTimeout,
+					Progress: stderr, ProgressEvery: *progress}})
 			s.Close()
 			rep.Loads = append(rep.Loads, ycsbrun.LoadPhase{LoadResult: lr, Round: *round})
 			if err != nil {
@@ -409,9 +410,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 					return err
 				}
 				before := scrape()
-				res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: n, Warmup: *warmup, Duration: *duration,
-					Operations: *operations, TargetRate: *target, Seed: *seed, OpTimeout: *opTimeout,
-					Progress: progressW, ProgressEvery: *progress, Label: label, ServerPIDs: pids, Round: *round})
+				res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: n, Seed: *seed, Round: *round,
+					PhaseSpec: core.PhaseSpec{Warmup: *warmup, Duration: *duration, Operations: *operations, TargetRate: *target,
+						OpTimeout: *opTimeout, Progress: progressW, ProgressEvery: *progress, Label: label, ServerPIDs: pids}})
 				if before != nil && drivers.SystemOf(m) == "causeway" {
 					if after := scrape(); after != nil {
 						res.ServerMetrics = core.Diff(before, after)
