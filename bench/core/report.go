@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// Table is a markdown table built row by row. A column whose cells all
-// start with a digit (or are "-") is right-aligned.
+// Table is a markdown table built row by row. A column of figures (every
+// cell starts with a digit or is "-", none is longer than 40 bytes) is
+// right-aligned; text is left-aligned.
 type Table struct {
 	header []string
 	rows   [][]string
@@ -35,8 +36,10 @@ func (t *Table) Row(cells ...any) {
 // Len is the number of rows.
 func (t *Table) Len() int { return len(t.rows) }
 
-func numeric(s string) bool {
-	return s == "-" || s != "" && (s[0] >= '0' && s[0] <= '9' || s[0] == '-' || s[0] == '+')
+// figure reports whether a cell is a figure (a number, maybe with a unit
+// or a range), not text.
+func figure(s string) bool {
+	return s == "-" || s != "" && len(s) <= 40 && (s[0] >= '0' && s[0] <= '9' || s[0] == '-' || s[0] == '+')
 }
 
 // String renders the table, one line per row, ending with a newline.
@@ -52,7 +55,7 @@ func (t *Table) String() string {
 	line(t.header)
 	b.WriteString("|")
 	for i := range t.header {
-		right := len(t.rows) > 0 && !slices.ContainsFunc(t.rows, func(r []string) bool { return !numeric(r[i]) })
+		right := len(t.rows) > 0 && !slices.ContainsFunc(t.rows, func(r []string) bool { return !figure(r[i]) })
 		if right {
 			b.WriteString("--:|")
 		} else {
