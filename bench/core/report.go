@@ -69,6 +69,18 @@ func (t *Table) String() string {
 	return b.String()
 }
 
+// SplitList splits a comma-separated flag value, trimming spaces and
+// dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Ms formats milliseconds with three decimals.
 func Ms(v float64) string { return fmt.Sprintf("%.3f", v) }
 

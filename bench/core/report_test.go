@@ -80,3 +80,12 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Errorf("bad JSON: %v", err)
 	}
 }
+
+func TestSplitList(t *testing.T) {
+	if got := SplitList(" a, b,,c ,"); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Errorf("SplitList = %q", got)
+	}
+	if got := SplitList(""); got != nil {
+		t.Errorf("empty: %q", got)
+	}
+}

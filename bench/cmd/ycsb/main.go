@@ -76,17 +76,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// listFlag is a comma-separated list.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // multiFlag collects a repeated flag.
 type multiFlag []string
 
@@ -123,7 +112,7 @@ func workloads(names []string) ([]ycsb.Workload, error) {
 
 func parseClients(s string) ([]int, error) {
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range core.SplitList(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("--clients: %q is not a positive number", f)
@@ -241,7 +230,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *duration <= 0 && *operations <= 0 {
 		return errors.New("set --duration or --operations")
 	}
-	modes := splitList(*modesF)
+	modes := core.SplitList(*modesF)
 	for _, m := range modes {
 		if !slices.Contains(drivers.Modes, m) {
 			return fmt.Errorf("--modes: %w %q", drivers.ErrUnknownMode, m)
@@ -250,7 +239,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(modes) == 0 {
 		return errors.New("--modes: none given")
 	}
-	wls, err := workloads(splitList(*workloadsF))
+	wls, err := workloads(core.SplitList(*workloadsF))
 	if err != nil {
 		return err
 	}
@@ -263,7 +252,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var pids []int
-	for _, f := range splitList(*serverPIDs) {
+	for _, f := range core.SplitList(*serverPIDs) {
 		pid, err := strconv.Atoi(f)
 		if err != nil || pid < 1 {
 			return fmt.Errorf("--server-pids: %q is not a pid", f)
@@ -280,8 +269,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 
 	endpoints := map[string][]string{
-		"causeway": splitList(*cwEps),
-		"etcd":     splitList(*etcdEps),
+		"causeway": core.SplitList(*cwEps),
+		"etcd":     core.SplitList(*etcdEps),
 	}
 	rep := &ycsbrun.Report{
 		Title:   *title,
@@ -308,7 +297,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var murls []string
 	if *metricsURLs != "" {
-		murls = splitList(*metricsURLs)
+		murls = core.SplitList(*metricsURLs)
 	}
 	scrape := func() core.Snapshot {
 		if len(murls) == 0 {
@@ -499,7 +488,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	paths := splitList(*in)
+	paths := core.SplitList(*in)
 	if len(paths) == 0 {
 		return errors.New("--in: no reports")
 	}
