@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -55,7 +54,7 @@ type Inserter func(ctx context.Context, n int64) error
 // attempt number.
 func Load(ctx context.Context, spec LoadSpec, newInserter func(worker int) (Inserter, error)) (LoadResult, error) {
 	if spec.Records < 0 {
-		return LoadResult{}, errors.New("load: negative record count")
+		return LoadResult{}, fmt.Errorf("load: negative record count %d", spec.Records)
 	}
 	if spec.Concurrency <= 0 {
 		spec.Concurrency = 32

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -14,7 +13,7 @@ import (
 type store struct {
 	mu        sync.Mutex
 	m         map[int64]int // record -> inserting worker
-	calls     atomic.Int64
+	calls     int64
 	failEvery int64
 }
 
@@ -22,11 +21,11 @@ var errInjected = errors.New("injected")
 
 func (s *store) inserter(worker int) (Inserter, error) {
 	return func(ctx context.Context, n int64) error {
-		if c := s.calls.Add(1); s.failEvery > 0 && c%s.failEvery == 0 {
-			return errInjected
-		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.calls++; s.failEvery > 0 && s.calls%s.failEvery == 0 {
+			return errInjected
+		}
 		if _, dup := s.m[n]; dup {
 			return errors.New("inserted twice")
 		}

@@ -325,13 +325,11 @@ func RunPhase(ctx context.Context, spec PhaseSpec, clients []Client) (Measuremen
 	go func() { wg.Wait(); close(finished) }()
 	cpu := make(chan CPUUse, 1)
 	go func() {
-		wait := func(at time.Time) bool {
-			t := time.NewTimer(time.Until(at))
-			defer t.Stop()
+		wait := func(at time.Time) bool { // false when the clients finished first
 			select {
 			case <-finished:
 				return false
-			case <-t.C:
+			case <-time.After(time.Until(at)):
 				return true
 			}
 		}
