@@ -37,19 +37,20 @@ func (s *store) inserter(worker int) (Inserter, error) {
 func TestLoadInsertsEveryRecordOnce(t *testing.T) {
 	s := &store{m: map[int64]int{}}
 	var buf bytes.Buffer
-	res, err := Load(context.Background(), LoadSpec{Label: "memory", Records: 500, Concurrency: 7, Progress: &buf, ProgressEvery: time.Millisecond}, s.inserter)
+	made := map[int]bool{}
+	res, err := Load(context.Background(), LoadSpec{Label: "memory", Records: 500, Concurrency: 7, Progress: &buf, ProgressEvery: time.Millisecond},
+		func(w int) (Inserter, error) {
+			made[w] = true // called before any goroutine starts
+			return s.inserter(w)
+		})
 	if err != nil {
 		t.Fatal(err)
-	}
-	workers := map[int]bool{}
-	for _, w := range s.m {
-		workers[w] = true
 	}
 	if len(s.m) != 500 || res.Loaded != 500 || res.Latency.Count != 500 || res.Clients != 7 || res.Mode != "memory" || res.Retries != 0 {
 		t.Fatalf("stored %d, result %+v", len(s.m), res)
 	}
-	if len(workers) < 2 {
-		t.Errorf("only %d of 7 workers inserted", len(workers))
+	if len(made) != 7 || !made[0] || !made[6] {
+		t.Errorf("inserters made for workers %v, want 0..6", made)
 	}
 	// Fewer records than goroutines: one goroutine per record.
 	res, err = Load(context.Background(), LoadSpec{Records: 3, Concurrency: 32}, (&store{m: map[int64]int{}}).inserter)
