@@ -96,7 +96,7 @@ bench:
 
 .PHONY: bench-compare
 
-## bench-compare: YCSB A, B, C, F on a local 3-member etcd cluster and a 3-node Causeway site (installs etcd if missing); results in bench/results/compare-3node.*
+## bench-compare: YCSB A, B, C, F on a local 3-member etcd cluster and a 3-node Causeway site, 3 rounds alternating the systems, medians and ranges over the rounds (installs etcd if missing; about 20-25 minutes); results in bench/results/compare-3node.*
 bench-compare:
 	bench/compare.sh
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
-	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/internal/server"
 )
 
@@ -126,10 +126,10 @@ func (c Config) Validate() error {
 
 // Report is the outcome of a run.
 type Report struct {
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Machine  Machine   `json:"machine"`
-	Target   string    `json:"target"`
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished"`
+	Machine  core.Machine `json:"machine"`
+	Target   string       `json:"target"`
 	// Nodes is the size of the embedded site (0 with endpoints).
 	Nodes int `json:"nodes,omitempty"`
 	// Leaders is, for an embedded site, how many shards each node led
@@ -140,10 +140,10 @@ type Report struct {
 	Fsync    bool         `json:"fsync"`
 	Workload WorkloadInfo `json:"workload"`
 	// Load is the initial load of Keys records before the first get phase.
-	Load       *LoadInfo     `json:"load,omitempty"`
-	DiskSync   *FsyncResult  `json:"disk_sync,omitempty"`
-	Results    []PhaseResult `json:"results"`
-	Incomplete bool          `json:"incomplete,omitempty"`
+	Load       *core.LoadResult `json:"load,omitempty"`
+	DiskSync   *FsyncResult     `json:"disk_sync,omitempty"`
+	Results    []PhaseResult    `json:"results"`
+	Incomplete bool             `json:"incomplete,omitempty"`
 }
 
 // WorkloadInfo records the workload parameters.
@@ -155,13 +155,6 @@ type WorkloadInfo struct {
 	// Consistency describes the reads: "CAUSAL" for get, "STRONG" for
 	// sget, or both.
 	Consistency string `json:"get_consistency"`
-}
-
-// opConsistency maps each op to the consistency of its reads ("" for put).
-var opConsistency = map[string]kvv1.Consistency{
-	"put":  kvv1.Consistency_CONSISTENCY_UNSPECIFIED,
-	"get":  kvv1.Consistency_CONSISTENCY_CAUSAL,
-	"sget": kvv1.Consistency_CONSISTENCY_STRONG,
 }
 
 // consistencyName is "CAUSAL" or "STRONG" for a read op, "" for put.
@@ -186,11 +179,17 @@ func describeReads(ops []string) string {
 	return "CAUSAL" // also the server's default when there is no read phase
 }
 
-// LoadInfo describes the initial load.
-type LoadInfo struct {
-	Records     int     `json:"records"`
-	Concurrency int     `json:"concurrency"`
-	ElapsedSec  float64 `json:"elapsed_sec"`
+// PhaseResult is what one phase measured.
+type PhaseResult struct {
+	Op string `json:"op"`
+	// Consistency is the reads' consistency ("CAUSAL", "STRONG"); empty
+	// for writes.
+	Consistency string `json:"consistency,omitempty"`
+	Conns       int    `json:"conns,omitempty"`
+	core.Measurement
+	// Server is the embedded site's storage activity during the phase
+	// (warm-up included).
+	Server *core.ServerStats `json:"server,omitempty"`
 }
 
 func (c Config) progressf(format string, args ...any) {
@@ -208,13 +207,16 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = "kvbench/"
 	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 2 * time.Second
+	}
 	parent := c.DataDirParent
 	if parent == "" {
 		parent = os.TempDir()
 	}
 	rep := &Report{
 		Started: time.Now().UTC(),
-		Machine: DescribeMachine(),
+		Machine: core.DescribeMachine(),
 		DataDir: absDir(parent),
 		Workload: WorkloadInfo{
 			ValueSize: c.ValueSize, Keys: c.Keys,
@@ -240,7 +242,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 
 	endpoints := c.Endpoints
-	var gatherers []NodeGatherer
+	var gatherers []core.NodeGatherer
 	if len(endpoints) == 0 {
 		nodes := max(c.Nodes, 1)
 		c.progressf("kvbench: starting embedded site of %d kvd node(s) under %s (fsync %s)", nodes, rep.DataDir, onOff(!c.NoSync))
@@ -292,28 +294,28 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 				}
 				loaded = true
 			}
-			pool, err := Dial(endpoints, clients)
+			pool, err := core.Dial(endpoints, clients, 0)
 			if err != nil {
 				return rep, err
 			}
-			newOp := w.PutOp(pool)
-			if op != "put" {
-				newOp = w.GetOp(pool, opConsistency[op])
+			cls, err := w.Clients(pool, clients, op, c.Seed+uint64(clients)*16+uint64(pi))
+			if err != nil {
+				pool.Close()
+				return rep, err
 			}
 			c.progressf("kvbench: %s phase, %d clients over %d connections, %s warmup + %s", op, clients, pool.Conns(), c.Warmup, c.Duration)
-			before, haveMetrics := gatherTotals(gatherers)
+			before, gatherErr := core.Gather(gatherers)
 			phaseStart := time.Now()
-			res, err := RunPhase(ctx, PhaseSpec{
-				Name: op, Clients: clients, Warmup: c.Warmup, Duration: c.Duration,
-				OpTimeout: c.OpTimeout, Seed: c.Seed + uint64(clients)*16 + uint64(pi),
+			m, err := core.RunPhase(ctx, core.PhaseSpec{
+				Label: fmt.Sprintf("%s clients=%d", op, clients), Kinds: []string{op},
+				Warmup: c.Warmup, Duration: c.Duration, OpTimeout: c.OpTimeout,
 				Progress: c.Progress, ProgressEvery: c.ProgressEvery,
-			}, newOp)
+			}, cls)
 			pool.Close()
-			res.Conns = pool.Conns()
-			res.Consistency = consistencyName(op)
-			if after, ok := gatherTotals(gatherers); ok && haveMetrics {
-				res.Server = diffStats(before, after, time.Since(phaseStart).Seconds())
-				res.Server.setForwards(res.Attempts)
+			res := PhaseResult{Op: op, Consistency: consistencyName(op), Conns: pool.Conns(), Measurement: m}
+			if after, gerr := core.Gather(gatherers); gerr == nil && gatherErr == nil && len(gatherers) > 0 {
+				res.Server = core.CommitStats(before, after, time.Since(phaseStart).Seconds())
+				res.Server.SetForwards(res.Attempts())
 			}
 			if err != nil {
 				rep.Incomplete = true
@@ -325,9 +327,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			rep.Results = append(rep.Results, res)
 			l := res.Latency
 			c.progressf("kvbench: %s clients=%d: %.0f ops/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms, errors %d %s",
-				op, clients, res.OpsPerSec, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, res.Errors, res.ErrorSummary())
+				op, clients, res.Throughput, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, res.Errors, res.ErrorSummary())
 			if res.CPU.Machine > 0 {
-				c.progressf("kvbench:   cpu: this process %.2f of %d CPUs, whole machine %.2f", res.CPU.Process, rep.Machine.CPUs, res.CPU.Machine)
+				c.progressf("kvbench:   cpu: this process %.2f of %d CPUs, whole machine %.2f", res.CPU.Client, rep.Machine.CPUs, res.CPU.Machine)
 			}
 			if s := res.Server; s != nil && s.Commits > 0 {
 				c.progressf("kvbench:   server: %.0f storage commits/s, %.1f updates per commit, %.2f ms per commit, propose→applied %.2f ms",
@@ -343,18 +345,20 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 
 func load(ctx context.Context, c Config, w *KVWorkload, endpoints []string, rep *Report) error {
 	conc := min(max(slices.Max(c.Clients), 16), 64)
-	pool, err := Dial(endpoints, conc)
+	pool, err := core.Dial(endpoints, conc, 0)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	c.progressf("kvbench: loading %d records of %d bytes with %d clients", w.Keys, w.ValueSize, conc)
-	start := time.Now()
-	if err := w.Load(ctx, pool, conc, c.Progress); err != nil {
+	res, err := core.Load(ctx, core.LoadSpec{Label: "kvbench", Records: int64(w.Keys), Concurrency: conc,
+		OpTimeout: c.OpTimeout, Progress: c.Progress, ProgressEvery: c.ProgressEvery}, w.Inserters(pool))
+	res.ValueSize = w.ValueSize
+	rep.Load = &res
+	if err != nil {
 		return err
 	}
-	rep.Load = &LoadInfo{Records: w.Keys, Concurrency: conc, ElapsedSec: time.Since(start).Seconds()}
-	c.progressf("kvbench: loaded in %.1fs", rep.Load.ElapsedSec)
+	c.progressf("kvbench: loaded in %.1fs", res.Seconds)
 	return nil
 }
 
@@ -362,11 +366,11 @@ func load(ctx context.Context, c Config, w *KVWorkload, endpoints []string, rep 
 // the admin API, a leader for each shard it hosts.
 func probeEndpoints(ctx context.Context, endpoints []string) error {
 	for _, ep := range endpoints {
-		pool, err := Dial([]string{ep}, 1)
+		pool, err := core.Dial([]string{ep}, 1, 0)
 		if err != nil {
 			return err
 		}
-		admin := adminv1.NewAdminClient(pool.conns[0])
+		admin := adminv1.NewAdminClient(pool.Conn(0))
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)

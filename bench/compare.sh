@@ -2,19 +2,22 @@
 # compare.sh compares Causeway with etcd on this machine with YCSB (make bench-compare).
 #
 # It installs etcd if missing (Debian/Ubuntu etcd-server and etcd-client, with
-# apt-get), builds bin/kvd, bin/kvctl and bin/ycsb, then:
-#   1. measures the floors: fdatasync on the data disk and a loopback gRPC echo;
-#   2. starts a 3-member etcd cluster (fsync on, etcd's defaults), loads the
-#      records and runs the workloads with linearizable and serializable reads,
-#      then stops it;
-#   3. starts a 3-node Causeway site (bin/kvd processes, kvd's defaults, fsync
-#      on), loads the same records and runs the same workloads with CAUSAL and
-#      STRONG reads, recording the servers' histograms from /metrics, then
-#      stops it;
-#      A third Causeway mode, causeway-causal-raw (Causeway's gRPC API without
-#      the Go client's session token), is a diagnostic of the session's cost;
-#   4. writes the comparison (markdown with the Causeway/etcd ratios and the
-#      targets, JSON, PNG plot of throughput against clients).
+# apt-get), builds bin/kvd, bin/kvctl and bin/ycsb, measures the floors
+# (fdatasync on the data disk and a loopback gRPC echo), then runs
+# COMPARE_ROUNDS rounds, alternating the systems (etcd round 1, Causeway
+# round 1, etcd round 2, ...); in each round each system is started afresh:
+#   - a 3-member etcd cluster (fsync on, etcd's defaults): load the records,
+#     run the workloads with linearizable and serializable reads, stop it;
+#   - a 3-node Causeway site (bin/kvd processes, kvd's defaults, fsync on):
+#     load the same records, run the same workloads with CAUSAL and STRONG
+#     reads, recording the servers' histograms from /metrics, stop it.
+#     causeway-causal-raw (Causeway's gRPC API without the Go client's
+#     session token, a diagnostic of the session's cost) can be added to
+#     COMPARE_CAUSEWAY_MODES.
+# Finally ycsb report aggregates the rounds' JSON files into the comparison:
+# per point the median over the rounds and their range, the Causeway/etcd
+# ratios of the medians and the targets (markdown, JSON, PNG plot of the
+# median throughput against clients with min–max error bars).
 # One system runs at a time, so each has the whole machine. Everything started
 # here is stopped on exit (including Ctrl-C); the data directories are removed.
 #
@@ -23,11 +26,12 @@
 # clashes with scripts/cluster.sh (7379-7402) or a system etcd (2379/2380).
 #
 # Environment (defaults in brackets):
+#   COMPARE_ROUNDS [3]              rounds per system (1 with COMPARE_QUICK=1)
 #   COMPARE_WORKLOADS [A,B,C,F]     COMPARE_CLIENTS [1,16,64,256]
 #   COMPARE_ETCD_MODES [etcd-lin,etcd-ser]
-#   COMPARE_CAUSEWAY_MODES [causeway-causal,causeway-strong,causeway-causal-raw]
+#   COMPARE_CAUSEWAY_MODES [causeway-causal,causeway-strong] (also: causeway-causal-raw)
 #   COMPARE_RECORDS [10000]         COMPARE_VALUE_SIZE [1024]
-#   COMPARE_DURATION [10s]          COMPARE_WARMUP [2s]   (per point)
+#   COMPARE_DURATION [5s]           COMPARE_WARMUP [1s]   (per point)
 #   COMPARE_DIR [data/bench-compare] data directories and logs (the disk measured)
 #   COMPARE_OUT [bench/results]     COMPARE_NAME [3node]  output file suffix
 #   COMPARE_QUICK=1                 a smoke run: 1000 records, clients 1,8, 1s points
@@ -35,9 +39,11 @@
 #                                   below half the CPUs before starting
 #   COMPARE_KEEP_DATA=1             keep the data directories and logs
 #   COMPARE_SKIP_INSTALL=1          fail instead of installing etcd
+# The defaults take about 7 minutes a round on 2 cores (20-25 minutes in all).
 #
-# Outputs: $COMPARE_OUT/compare-$NAME.{md,json,png} (the comparison),
-# ycsb-etcd-$NAME.{json,md}, ycsb-causeway-$NAME.{json,md}, ycsb-floors-$NAME.json.
+# Outputs: $COMPARE_OUT/compare-$NAME.{md,json,png} (the comparison), each
+# round's runs ycsb-etcd-$NAME-rK.{json,md} and ycsb-causeway-$NAME-rK.{json,md},
+# and ycsb-floors-$NAME.json.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -47,14 +53,16 @@ WORKLOADS=${COMPARE_WORKLOADS:-A,B,C,F}
 CLIENTS=${COMPARE_CLIENTS:-1,16,64,256}
 RECORDS=${COMPARE_RECORDS:-10000}
 VALUE_SIZE=${COMPARE_VALUE_SIZE:-1024}
-DURATION=${COMPARE_DURATION:-10s}
-WARMUP=${COMPARE_WARMUP:-2s}
+DURATION=${COMPARE_DURATION:-5s}
+WARMUP=${COMPARE_WARMUP:-1s}
+ROUNDS=${COMPARE_ROUNDS:-3}
+IDLE_SAMPLE=5s
 DIR=${COMPARE_DIR:-data/bench-compare}
 OUT=${COMPARE_OUT:-bench/results}
 NAME=${COMPARE_NAME:-3node}
 WAIT_QUIET=${COMPARE_WAIT_QUIET:-120}
 ETCD_MODES=${COMPARE_ETCD_MODES:-etcd-lin,etcd-ser}
-CAUSEWAY_MODES=${COMPARE_CAUSEWAY_MODES:-causeway-causal,causeway-strong,causeway-causal-raw}
+CAUSEWAY_MODES=${COMPARE_CAUSEWAY_MODES:-causeway-causal,causeway-strong}
 if [[ ${COMPARE_QUICK:-} == 1 ]]; then
 	RECORDS=${COMPARE_RECORDS:-1000}
 	CLIENTS=${COMPARE_CLIENTS:-1,8}
@@ -62,7 +70,10 @@ if [[ ${COMPARE_QUICK:-} == 1 ]]; then
 	WARMUP=${COMPARE_WARMUP:-300ms}
 	NAME=${COMPARE_NAME:-quick}
 	WAIT_QUIET=${COMPARE_WAIT_QUIET:-0}
+	ROUNDS=${COMPARE_ROUNDS:-1}
+	IDLE_SAMPLE=1s
 fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "compare: COMPARE_ROUNDS must be a positive number, not '$ROUNDS'" >&2; exit 1; }
 READY_TIMEOUT=60
 STOP_TIMEOUT=20
 
@@ -348,40 +359,56 @@ wait_quiet
 ETCD_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
 CW_VERSION=$(git describe --always --dirty 2>/dev/null || echo unknown)
 COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --value-size "$VALUE_SIZE"
-	--duration "$DURATION" --warmup "$WARMUP" --timeout 60m)
+	--duration "$DURATION" --warmup "$WARMUP" --idle-sample "$IDLE_SAMPLE" --timeout 60m)
+
+# etcd_round K starts a fresh etcd cluster, loads it, runs every point of
+# the etcd modes and stops it.
+etcd_round() {
+	log "round $1/$ROUNDS: etcd $ETCD_VERSION, 3 members"
+	start_etcd
+	run bin/ycsb run --round "$1" --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
+		--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
+		--title "etcd $ETCD_VERSION, 3 members, YCSB, round $1 of $ROUNDS" --version "etcd=$ETCD_VERSION" \
+		--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+		--json "$OUT/ycsb-etcd-$NAME-r$1.json" --out "$OUT/ycsb-etcd-$NAME-r$1.md"
+	stop_pids "${ETCD_PIDS[@]}"
+	PIDS=()
+	ETCD_PIDS=()
+}
+
+# causeway_round K does the same with a fresh 3-node Causeway site.
+causeway_round() {
+	log "round $1/$ROUNDS: Causeway $CW_VERSION, 3 nodes"
+	start_causeway
+	local leaders
+	leaders=$(leaders || true)
+	run bin/ycsb run --round "$1" --modes "$CAUSEWAY_MODES" --causeway-endpoints "$(kvd_endpoints)" "${COMMON[@]}" \
+		--server-pids "$(IFS=,; echo "${KVD_PIDS[*]}")" \
+		--metrics-urls "$(kvd_metrics)" \
+		--title "Causeway $CW_VERSION, 3 nodes, YCSB, round $1 of $ROUNDS" --version "causeway=$CW_VERSION" \
+		--note "Causeway $CW_VERSION: 3 kvd processes on loopback, one site, 16 shards × 3 replicas, kvd defaults (fsync on), data in $DIR/causeway" \
+		--note "Causeway round $1: shard leaders at start ${leaders:-unknown}" \
+		--json "$OUT/ycsb-causeway-$NAME-r$1.json" --out "$OUT/ycsb-causeway-$NAME-r$1.md"
+	stop_pids "${KVD_PIDS[@]}"
+	PIDS=()
+	KVD_PIDS=()
+}
 
 log "floors"
 run bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
 
-log "etcd $ETCD_VERSION: 3 members"
-start_etcd
-run bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
-	--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
-	--title "etcd $ETCD_VERSION, 3 members, YCSB" --version "etcd=$ETCD_VERSION" \
-	--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
-	--json "$OUT/ycsb-etcd-$NAME.json" --out "$OUT/ycsb-etcd-$NAME.md"
-stop_pids "${ETCD_PIDS[@]}"
-PIDS=()
-ETCD_PIDS=()
-
-log "Causeway $CW_VERSION: 3 nodes"
-start_causeway
-LEADERS=$(leaders || true)
-run bin/ycsb run --modes "$CAUSEWAY_MODES" --causeway-endpoints "$(kvd_endpoints)" "${COMMON[@]}" \
-	--server-pids "$(IFS=,; echo "${KVD_PIDS[*]}")" \
-	--metrics-urls "$(kvd_metrics)" \
-	--title "Causeway $CW_VERSION, 3 nodes, YCSB" --version "causeway=$CW_VERSION" \
-	--note "Causeway $CW_VERSION: 3 kvd processes on loopback, one site, 16 shards × 3 replicas, kvd defaults (fsync on), data in $DIR/causeway; shard leaders at start: ${LEADERS:-unknown}" \
-	--json "$OUT/ycsb-causeway-$NAME.json" --out "$OUT/ycsb-causeway-$NAME.md"
-stop_pids "${KVD_PIDS[@]}"
-PIDS=()
-KVD_PIDS=()
+INPUTS=$OUT/ycsb-floors-$NAME.json
+for ((round = 1; round <= ROUNDS; round++)); do
+	etcd_round "$round"
+	causeway_round "$round"
+	INPUTS+=",$OUT/ycsb-etcd-$NAME-r$round.json,$OUT/ycsb-causeway-$NAME-r$round.json"
+done
 
 REPORT_NOTES=()
 for n in "${NOTES[@]+"${NOTES[@]}"}"; do REPORT_NOTES+=(--note "$n"); done
-run bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd-$NAME.json,$OUT/ycsb-causeway-$NAME.json" \
+run bin/ycsb report --in "$INPUTS" \
 	--title "Causeway vs etcd: YCSB on one machine, 3 nodes each" \
-	--note "one system at a time on the same machine: etcd first, then Causeway; the benchmark client runs on the same machine" \
+	--note "one system at a time on the same machine, $ROUNDS round(s) alternating the systems (etcd round 1, Causeway round 1, etcd round 2, ...), each system started afresh and loaded in every round; the benchmark client runs on the same machine" \
 	"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
 	--json "$OUT/compare-$NAME.json" --out "$OUT/compare-$NAME.md" --plot "$OUT/compare-$NAME.png"
 log "done: $OUT/compare-$NAME.md"

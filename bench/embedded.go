@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/bench/core"
+	"github.com/causeway-db/causeway/internal/clustertest"
 	"github.com/causeway-db/causeway/internal/server"
-	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // Embedded is a site of one or more kvd nodes running inside the
@@ -80,8 +80,7 @@ func EmbeddedNodeConfig(dataDir, id string) server.Config {
 
 // StartEmbedded starts a site of o.Nodes servers (production defaults,
 // fsync on, loopback ports chosen by the kernel) and waits until it has
-// settled: every node is ready and every shard has min(Replicas, nodes)
-// voting replicas, each open on the node the placement assigns it to.
+// settled (Settled: the check of internal/clustertest).
 // It then waits, within the same timeout, for the site to move every
 // shard's leadership to the node placement.PreferredLeaders picks, so that
 // no leadership moves during the measurement; should that not happen in
@@ -144,73 +143,35 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	return e, nil
 }
 
-// Settled reports why the site has not settled yet, or nil: every node
-// must be ready, the placement map (as the first node sees it) must give
-// every shard exactly min(Replicas, nodes) replicas, all voters on nodes
-// of the site, and every node must host exactly the replicas assigned to
-// it. This is the check of internal/clustertest.
+// Settled reports why the site has not settled yet, or nil: the check of
+// internal/clustertest (clustertest.SiteSettled). Every node must be
+// ready and registered, the placement planner must have nothing left to
+// do, and every shard must have exactly min(Replicas, nodes) voting
+// replicas, each open on the node the placement assigns it to.
 func (e *Embedded) Settled() error {
-	if len(e.Nodes) == 0 {
-		return errors.New("no nodes")
-	}
-	ids := map[string]bool{}
-	for _, n := range e.Nodes {
-		ids[n.ID] = true
-		if err := n.Srv.Ready(); err != nil {
-			return fmt.Errorf("%s not ready: %w", n.ID, err)
-		}
-	}
-	want := min(e.Config.Replicas, len(e.Nodes))
-	m, _ := e.Srv.Catalog().Map()
-	if len(m.Shards) == 0 {
-		return errors.New("no placement yet")
-	}
-	hosted := map[string]int{}
-	for sh, reps := range m.Shards {
-		if len(reps) != want {
-			return fmt.Errorf("shard %s has %d replicas, want %d", sh, len(reps), want)
-		}
-		for _, r := range reps {
-			hosted[string(r.Node)]++
-			if !r.Voter || !ids[string(r.Node)] {
-				return fmt.Errorf("shard %s replica %s: voter=%v, known node=%v", sh, r.Node, r.Voter, ids[string(r.Node)])
-			}
-		}
-	}
-	for _, n := range e.Nodes {
-		if got := len(n.Srv.Groups()); got != hosted[n.ID] {
-			return fmt.Errorf("%s hosts %d replicas, the placement assigns %d", n.ID, got, hosted[n.ID])
-		}
-	}
-	return nil
+	return clustertest.SiteSettled(e.siteNodes(), e.Config.Replicas)
 }
 
 // LeadersBalanced reports why leadership is not yet where the site moves
 // it, or nil: every shard of the placement map must be led by the node
-// placement.PreferredLeaders picks for it.
+// placement.PreferredLeaders picks for it (clustertest.SiteLeadersPreferred).
 func (e *Embedded) LeadersBalanced() error {
 	m, _ := e.Srv.Catalog().Map()
 	if len(m.Shards) == 0 {
 		return errors.New("no placement yet")
 	}
-	leader := map[storage.ShardID]string{}
-	for _, n := range e.Nodes {
-		for _, g := range n.Srv.Groups() {
-			if g.IsLeader() {
-				leader[g.ID()] = n.ID
-			}
-		}
-	}
-	off := 0
-	for sh, want := range placement.PreferredLeaders(m) {
-		if leader[storage.ShardID{Keyspace: sh.Keyspace, Shard: sh.ID}] != string(want) {
-			off++
-		}
-	}
-	if off > 0 {
-		return fmt.Errorf("%d shards not yet led by their preferred node (leaders %s)", off, e.LeaderSummary())
+	if err := clustertest.SiteLeadersPreferred(m, e.siteNodes()); err != nil {
+		return fmt.Errorf("%w (leaders %s)", err, e.LeaderSummary())
 	}
 	return nil
+}
+
+func (e *Embedded) siteNodes() []clustertest.SiteNode {
+	out := make([]clustertest.SiteNode, len(e.Nodes))
+	for i, n := range e.Nodes {
+		out[i] = clustertest.SiteNode{ID: n.ID, Srv: n.Srv}
+	}
+	return out
 }
 
 func (e *Embedded) waitSettled(timeout time.Duration, progress io.Writer) error {
@@ -270,7 +231,7 @@ func (e *Embedded) LeaderSummary() string {
 	for id := range l {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return nodeLess(ids[i], ids[j]) })
+	sort.Slice(ids, func(i, j int) bool { return core.NodeLess(ids[i], ids[j]) })
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = fmt.Sprintf("%s=%d", id, l[id])
@@ -291,10 +252,10 @@ func (e *Embedded) Addrs() []string {
 }
 
 // Gatherers are the metrics registries of every node.
-func (e *Embedded) Gatherers() []NodeGatherer {
-	out := make([]NodeGatherer, len(e.Nodes))
+func (e *Embedded) Gatherers() []core.NodeGatherer {
+	out := make([]core.NodeGatherer, len(e.Nodes))
 	for i, n := range e.Nodes {
-		out[i] = NodeGatherer{Node: n.ID, Gatherer: n.Srv.Registry()}
+		out[i] = core.NodeGatherer{Node: n.ID, Gatherer: n.Srv.Registry()}
 	}
 	return out
 }

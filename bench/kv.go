@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 // KVWorkload is a keyspace of Keys records of ValueSize random bytes,
@@ -76,100 +73,81 @@ func (w *KVWorkload) header() *kvv1.RequestHeader {
 	return &kvv1.RequestHeader{Keyspace: w.Keyspace}
 }
 
-// PutOp returns, per client, an operation that writes a random value to a
-// random key of the keyspace.
-func (w *KVWorkload) PutOp(pool *Pool) func(client int) OpFunc {
-	return func(client int) OpFunc {
-		kv := pool.KV(client)
+// opConsistency maps each op to the consistency of its reads (unspecified
+// for put).
+var opConsistency = map[string]kvv1.Consistency{
+	"put":  kvv1.Consistency_CONSISTENCY_UNSPECIFIED,
+	"get":  kvv1.Consistency_CONSISTENCY_CAUSAL,
+	"sget": kvv1.Consistency_CONSISTENCY_STRONG,
+}
+
+// kvClient is one client goroutine of a phase: a put writes a random value
+// to a random key; a get or sget reads a random existing key with CAUSAL
+// or STRONG consistency. No session token is sent, so a CAUSAL read has no
+// causal floor and the contacted node's replica serves it. A missing key
+// or a value of the wrong size is an error.
+type kvClient struct {
+	w     *KVWorkload
+	kv    kvv1.KVClient
+	rng   *rand.Rand
+	put   bool
+	cons  kvv1.Consistency
+	key   []byte
+	value []byte
+}
+
+func (c *kvClient) Next() int {
+	c.key = c.w.AppendKey(c.key[:0], c.rng.IntN(c.w.Keys))
+	if c.put {
+		c.value = c.w.Value(c.rng)
+	}
+	return 0
+}
+
+func (c *kvClient) Do(ctx context.Context) error {
+	if c.put {
+		_, err := c.kv.Put(ctx, &kvv1.PutRequest{Header: c.w.header(), Key: c.key, Value: c.value})
+		return err
+	}
+	resp, err := c.kv.Get(ctx, &kvv1.GetRequest{Header: c.w.header(), Key: c.key, Consistency: c.cons})
+	switch {
+	case err != nil:
+		return err
+	case !resp.Found:
+		return core.KindError("not_found", fmt.Errorf("key %q not found", c.key))
+	case len(resp.Value) != c.w.ValueSize:
+		return core.KindError("bad_value", fmt.Errorf("key %q: value is %d bytes, want %d", c.key, len(resp.Value), c.w.ValueSize))
+	}
+	return nil
+}
+
+func (c *kvClient) Skip() {}
+
+// Clients returns n client goroutines of op ("put", "get" or "sget") over
+// pool; client i uses pool.KV(i) and a generator seeded with seed and i.
+func (w *KVWorkload) Clients(pool *core.Pool, n int, op string, seed uint64) ([]core.Client, error) {
+	cons, ok := opConsistency[op]
+	if !ok {
+		return nil, fmt.Errorf("workload: unknown op %q", op)
+	}
+	out := make([]core.Client, n)
+	for i := range out {
+		out[i] = &kvClient{w: w, kv: pool.KV(i), rng: rand.New(rand.NewPCG(seed, uint64(i)+1)), put: op == "put", cons: cons}
+	}
+	return out, nil
+}
+
+// Inserters returns the load phase's inserters over pool: worker i writes
+// its records through pool.KV(i), each with a random value.
+func (w *KVWorkload) Inserters(pool *core.Pool) func(worker int) (core.Inserter, error) {
+	return func(worker int) (core.Inserter, error) {
+		kv := pool.KV(worker)
+		rng := rand.New(rand.NewPCG(uint64(worker), 0x6c6f6164))
 		var key []byte
-		return func(ctx context.Context, rng *rand.Rand) error {
-			key = w.AppendKey(key[:0], rng.IntN(w.Keys))
+		return func(ctx context.Context, n int64) error {
+			key = w.AppendKey(key[:0], int(n))
 			_, err := kv.Put(ctx, &kvv1.PutRequest{Header: w.header(), Key: key, Value: w.Value(rng)})
 			return err
-		}
-	}
-}
-
-// GetOp returns, per client, an operation that reads a random existing key
-// with the given consistency (CAUSAL or STRONG). No session token is sent,
-// so a CAUSAL read has no causal floor and the contacted node's replica
-// serves it. A missing key or a value of the wrong size is an error.
-func (w *KVWorkload) GetOp(pool *Pool, cons kvv1.Consistency) func(client int) OpFunc {
-	return func(client int) OpFunc {
-		kv := pool.KV(client)
-		var key []byte
-		return func(ctx context.Context, rng *rand.Rand) error {
-			key = w.AppendKey(key[:0], rng.IntN(w.Keys))
-			resp, err := kv.Get(ctx, &kvv1.GetRequest{Header: w.header(), Key: key, Consistency: cons})
-			switch {
-			case err != nil:
-				return err
-			case !resp.Found:
-				return KindError("not_found", fmt.Errorf("key %q not found", key))
-			case len(resp.Value) != w.ValueSize:
-				return KindError("bad_value", fmt.Errorf("key %q: value is %d bytes, want %d", key, len(resp.Value), w.ValueSize))
-			}
-			return nil
-		}
-	}
-}
-
-// Load writes every record once with the given concurrency, retrying a
-// failed write a few times. progress, when set, gets a line every 2s.
-func (w *KVWorkload) Load(ctx context.Context, pool *Pool, concurrency int, progress io.Writer) error {
-	concurrency = max(concurrency, 1)
-	var next, done atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for c := range concurrency {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			kv := pool.KV(c)
-			rng := rand.New(rand.NewPCG(uint64(c), 0x6c6f6164))
-			var key []byte
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= w.Keys || ctx.Err() != nil {
-					return
-				}
-				key = w.AppendKey(key[:0], i)
-				var err error
-				for attempt := 0; attempt < 5; attempt++ {
-					opCtx, opCancel := context.WithTimeout(ctx, 10*time.Second)
-					_, err = kv.Put(opCtx, &kvv1.PutRequest{Header: w.header(), Key: key, Value: w.Value(rng)})
-					opCancel()
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
-				}
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("load key %q: %w", key, err); cancel() })
-					return
-				}
-				done.Add(1)
-			}
-		}(c)
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	ticker := time.NewTicker(2 * time.Second)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-finished:
-			if firstErr != nil {
-				return firstErr
-			}
-			return ctx.Err()
-		case <-ticker.C:
-			if progress != nil {
-				fmt.Fprintf(progress, "  load: %d/%d records\n", done.Load(), w.Keys)
-			}
-		}
+		}, nil
 	}
 }

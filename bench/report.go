@@ -1,9 +1,11 @@
 package bench
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 // Markdown renders the report: a short header, the results table and the
@@ -13,6 +15,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "# kvbench results\n\n")
 	fmt.Fprintf(&b, "- date: %s\n", r.Started.Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(&b, "- machine: %s\n", r.Machine)
+	if r.Machine.LoadAvg != "" {
+		fmt.Fprintf(&b, "- load average when the run started (/proc/loadavg): %s\n", r.Machine.LoadAvg)
+	}
 	fmt.Fprintf(&b, "- target: %s\n", r.Target)
 	if r.Leaders != "" {
 		fmt.Fprintf(&b, "- shard leaders after the site settled: %s\n", r.Leaders)
@@ -24,7 +29,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- workload: %d-byte values, %d keys, uniform random keys, reads %s (no session token); %gs phases after %gs warmup\n",
 		wl.ValueSize, wl.Keys, wl.Consistency, wl.DurationSec, wl.WarmupSec)
 	if r.Load != nil {
-		fmt.Fprintf(&b, "- initial load: %d records with %d clients in %.1fs\n", r.Load.Records, r.Load.Concurrency, r.Load.ElapsedSec)
+		fmt.Fprintf(&b, "- initial load: %d records with %d clients in %.1fs\n", r.Load.Loaded, r.Load.Clients, r.Load.Seconds)
 	}
 	if r.Incomplete {
 		fmt.Fprintf(&b, "- **incomplete run** (interrupted or failed)\n")
@@ -39,7 +44,11 @@ func (r *Report) Markdown() string {
 	var errs []string
 	for _, res := range r.Results {
 		if res.Errors > 0 {
-			errs = append(errs, fmt.Sprintf("- %s, %d clients: %s", res.label(), res.Clients, res.ErrorSummary()))
+			e := fmt.Sprintf("- %s, %d clients: %s", res.label(), res.Clients, res.ErrorSummary())
+			if len(res.ErrorSamples) > 0 {
+				e += fmt.Sprintf("; e.g. `%s`", strings.ReplaceAll(res.ErrorSamples[0], "`", "'"))
+			}
+			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
@@ -50,15 +59,12 @@ func (r *Report) Markdown() string {
 
 // Table renders the results as a markdown table.
 func (r *Report) Table() string {
-	var b strings.Builder
-	b.WriteString("| op | clients | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |\n")
-	b.WriteString("|----|--------:|------:|-------:|-------:|---------:|-------:|-------:|\n")
+	t := core.NewTable("op", "clients", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors")
 	for _, res := range r.Results {
 		l := res.Latency
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.3f | %.3f | %.3f | %.3f | %d |\n",
-			res.label(), res.Clients, res.OpsPerSec, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs, res.Errors)
+		t.Row(res.label(), res.Clients, core.Ops(res.Throughput), core.Ms(l.P50Ms), core.Ms(l.P99Ms), core.Ms(l.P999Ms), core.Ms(l.MaxMs), res.Errors)
 	}
-	return b.String()
+	return t.String()
 }
 
 // label is the op as shown in tables: "put", "get (CAUSAL)", "sget
@@ -84,32 +90,25 @@ func (r *Report) Diagnostics() string {
 		scope = fmt.Sprintf("summed over the %d embedded nodes", r.Nodes)
 	}
 	fmt.Fprintf(&b, "\nDiagnostics (CPUs busy out of %d during the measured window; storage commits over the whole phase, %s):\n\n", r.Machine.CPUs, scope)
-	b.WriteString("| op | clients | process CPUs | machine CPUs | commits/s | updates/commit | ms/commit | propose→applied ms |")
+	cols := []string{"op", "clients", "process CPUs", "machine CPUs", "commits/s", "updates/commit", "ms/commit", "propose→applied ms"}
 	if multi {
-		b.WriteString(" forwards/request |")
+		cols = append(cols, "forwards/request")
 	}
-	b.WriteString("\n|----|--------:|-------------:|-------------:|----------:|---------------:|----------:|-------------------:|")
-	if multi {
-		b.WriteString("-----------------:|")
-	}
-	b.WriteString("\n")
+	t := core.NewTable(cols...)
 	for _, res := range r.Results {
-		machine, srv := "-", "- | - | - | -"
+		row := []any{res.label(), res.Clients, fmt.Sprintf("%.2f", res.CPU.Client), "-", "-", "-", "-", "-"}
 		if res.CPU.Machine > 0 {
-			machine = fmt.Sprintf("%.2f", res.CPU.Machine)
+			row[3] = fmt.Sprintf("%.2f", res.CPU.Machine)
 		}
 		if s := res.Server; s != nil && s.Commits > 0 {
-			srv = fmt.Sprintf("%.0f | %.1f | %.2f | %.2f", s.CommitsPerSec, s.MeanBatch, s.MeanCommitMs, s.MeanProposeMs)
+			row[4], row[5], row[6], row[7] = core.Ops(s.CommitsPerSec), fmt.Sprintf("%.1f", s.MeanBatch), fmt.Sprintf("%.2f", s.MeanCommitMs), fmt.Sprintf("%.2f", s.MeanProposeMs)
 		}
-		if multi {
-			fwd := "-"
-			if s := res.Server; s != nil {
-				fwd = fmt.Sprintf("%.2f", s.ForwardsPerOp)
-			}
-			srv += " | " + fwd
+		if s := res.Server; multi && s != nil {
+			row = append(row, fmt.Sprintf("%.2f", s.ForwardsPerOp))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.2f | %s | %s |\n", res.label(), res.Clients, res.CPU.Process, machine, srv)
+		t.Row(row...)
 	}
+	b.WriteString(t.String())
 	if multi {
 		b.WriteString(r.dbTable())
 	}
@@ -120,30 +119,23 @@ func (r *Report) Diagnostics() string {
 // database: a database has one committer goroutine, so one whose busy
 // fraction nears 1 limits the writes.
 func (r *Report) dbTable() string {
-	var b strings.Builder
+	t := core.NewTable("op", "clients", "node", "db", "commits/s", "updates/commit", "ms/commit", "busy")
 	for _, res := range r.Results {
-		s := res.Server
-		if res.Op != "put" || s == nil || len(s.DBs) == 0 {
-			continue
-		}
-		if b.Len() == 0 {
-			b.WriteString("\nStorage commits per node and database during put phases (busy: fraction of the phase its committer spent committing):\n\n")
-			b.WriteString("| op | clients | node | db | commits/s | updates/commit | ms/commit | busy |\n")
-			b.WriteString("|----|--------:|------|----|----------:|---------------:|----------:|-----:|\n")
-		}
-		for _, d := range s.DBs {
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %.0f | %.1f | %.2f | %.2f |\n",
-				res.label(), res.Clients, d.Node, d.DB, d.CommitsPerSec, d.MeanBatch, d.MeanCommitMs, d.Busy)
+		if s := res.Server; res.Op == "put" && s != nil {
+			for _, d := range s.DBs {
+				t.Row(res.label(), res.Clients, d.Node, d.DB, core.Ops(d.CommitsPerSec), fmt.Sprintf("%.1f", d.MeanBatch), fmt.Sprintf("%.2f", d.MeanCommitMs), fmt.Sprintf("%.2f", d.Busy))
+			}
 		}
 	}
-	return b.String()
+	if t.Len() == 0 {
+		return ""
+	}
+	return "\nStorage commits per node and database during put phases (busy: fraction of the phase its committer spent committing):\n\n" + t.String()
 }
 
 // JSON renders the report as indented JSON.
 func (r *Report) JSON() ([]byte, error) {
-	out, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
+	var b bytes.Buffer
+	err := core.WriteJSON(&b, r)
+	return b.Bytes(), err
 }

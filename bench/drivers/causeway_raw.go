@@ -2,15 +2,13 @@ package drivers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 // causewayRawSystem is the diagnostic mode causeway-causal-raw: Causeway's
@@ -20,41 +18,23 @@ import (
 // request and returned with every reply) costs; it is not a configuration
 // an application would use, since without the session it has no causal
 // guarantees across requests.
-type causewayRawSystem struct {
-	conns []*grpc.ClientConn
-	kvs   []kvv1.KVClient
-}
+type causewayRawSystem struct{ pool *core.Pool }
 
 func openCausewayRaw(cfg Config) (System, error) {
-	s := &causewayRawSystem{}
-	for j := range cfg.Conns() {
-		ep := cfg.Endpoints[j%len(cfg.Endpoints)]
-		conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("drivers: causeway raw: %w", err)
-		}
-		conn.Connect()
-		s.conns = append(s.conns, conn)
-		s.kvs = append(s.kvs, kvv1.NewKVClient(conn))
+	p, err := core.Dial(cfg.Endpoints, cfg.Clients, cfg.ClientsPerConn)
+	if err != nil {
+		return nil, fmt.Errorf("drivers: causeway raw: %w", err)
 	}
-	return s, nil
+	return &causewayRawSystem{pool: p}, nil
 }
 
 func (s *causewayRawSystem) Mode() string { return ModeCausewayRaw }
 
 func (s *causewayRawSystem) Driver(i int) (Driver, error) {
-	return &causewayRawDriver{kv: s.kvs[i%len(s.kvs)]}, nil
+	return &causewayRawDriver{kv: s.pool.KV(i)}, nil
 }
 
-func (s *causewayRawSystem) Close() error {
-	var errs []error
-	for _, c := range s.conns {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
+func (s *causewayRawSystem) Close() error { return s.pool.Close() }
 
 type causewayRawDriver struct{ kv kvv1.KVClient }
 

@@ -41,6 +41,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 // Driver executes the operations of one benchmark client goroutine. A
@@ -110,7 +112,7 @@ var (
 // DefaultClientsPerConn is how many client goroutines share a connection
 // (and, for Causeway, one client library instance and so one causal
 // session), as in kvbench.
-const DefaultClientsPerConn = 8
+const DefaultClientsPerConn = core.ClientsPerConn
 
 // MaxRMWAttempts bounds the read-then-conditional-write attempts of a
 // ReadModifyWrite.
@@ -138,17 +140,10 @@ type Config struct {
 	Memory *Memory
 }
 
-// Conns returns the number of connections Open makes for cfg.
+// Conns returns the number of connections Open makes for cfg
+// (core.ConnCount).
 func (cfg Config) Conns() int {
-	per := cfg.ClientsPerConn
-	if per <= 0 {
-		per = DefaultClientsPerConn
-	}
-	n := max((cfg.Clients+per-1)/per, 1)
-	if e := len(cfg.Endpoints); e > 0 {
-		n = (n + e - 1) / e * e
-	}
-	return n
+	return core.ConnCount(cfg.Clients, cfg.ClientsPerConn, len(cfg.Endpoints))
 }
 
 // rotated returns the endpoints starting at index j mod len(eps).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/ycsb"
 	"github.com/causeway-db/causeway/bench/ycsbrun"
@@ -154,13 +155,13 @@ func exercise(t *testing.T, mode, addr string) {
 		t.Fatal(err)
 	}
 
-	if _, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{Records: 200, ValueSize: 100, Concurrency: 4, Timeout: 30 * time.Second}); err != nil {
+	if _, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{ValueSize: 100, LoadSpec: core.LoadSpec{Records: 200, Concurrency: 4, Timeout: 30 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"A", "E", "F", "txn-10-85-5"} {
 		w, _ := ycsb.Lookup(name)
 		w.RecordCount, w.FieldLength = 200, 100
-		res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: 4, Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond, Seed: 1})
+		res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: 4, Seed: 1, PhaseSpec: core.PhaseSpec{Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}

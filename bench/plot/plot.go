@@ -1,9 +1,11 @@
 // Package plot draws YCSB results (package bench/ycsbrun) with gonum/plot:
 // throughput against client count, one panel per workload, one line per
-// mode (Causeway solid, etcd dashed).
+// mode (Causeway solid, etcd dashed) through the median of the rounds,
+// with error bars from the lowest to the highest round.
 package plot
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"os"
@@ -37,17 +39,22 @@ var styles = map[string]style{
 }
 
 // Throughput builds one panel per workload of r (in setup order) with the
-// throughput of every mode against the client count (log scale).
+// throughput of every mode against the client count (log scale): the
+// median over the rounds, with min–max error bars when there are several.
 func Throughput(r *ycsbrun.Report) ([]*gplot.Plot, error) {
+	points := r.Points
+	if len(points) == 0 {
+		points = ycsbrun.Aggregate(r.Results)
+	}
 	var workloads []string
 	for _, w := range r.Setup.Workloads {
-		if slices.ContainsFunc(r.Results, func(res ycsbrun.Result) bool { return res.Workload == w }) {
+		if slices.ContainsFunc(points, func(p ycsbrun.Point) bool { return p.Workload == w }) {
 			workloads = append(workloads, w)
 		}
 	}
-	for _, res := range r.Results {
-		if !slices.Contains(workloads, res.Workload) {
-			workloads = append(workloads, res.Workload)
+	for _, p := range points {
+		if !slices.Contains(workloads, p.Workload) {
+			workloads = append(workloads, p.Workload)
 		}
 	}
 	if len(workloads) == 0 {
@@ -69,31 +76,24 @@ func Throughput(r *ycsbrun.Report) ([]*gplot.Plot, error) {
 		p.Add(plotter.NewGrid())
 		var ticks []gplot.Tick
 		var modes []string
-		for _, res := range r.Results {
-			if res.Workload == w && !slices.Contains(modes, res.Mode) {
-				modes = append(modes, res.Mode)
+		for _, pt := range points {
+			if pt.Workload == w && !slices.Contains(modes, pt.Mode) {
+				modes = append(modes, pt.Mode)
 			}
 		}
 		slices.SortStableFunc(modes, func(a, b string) int { return slices.Index(drivers.Modes, a) - slices.Index(drivers.Modes, b) })
 		for _, m := range modes {
-			var xys plotter.XYs
-			for _, res := range r.Results {
-				if res.Workload == w && res.Mode == m && res.Clients > 0 {
-					xys = append(xys, plotter.XY{X: float64(res.Clients), Y: res.Throughput})
-					if !slices.ContainsFunc(ticks, func(t gplot.Tick) bool { return t.Value == float64(res.Clients) }) {
-						ticks = append(ticks, gplot.Tick{Value: float64(res.Clients), Label: strconv.Itoa(res.Clients)})
+			var xys errXYs
+			for _, pt := range points {
+				if pt.Workload == w && pt.Mode == m && pt.Clients > 0 {
+					t := pt.Throughput
+					xys = append(xys, errXY{XY: plotter.XY{X: float64(pt.Clients), Y: t.Median}, low: t.Median - t.Min, high: t.Max - t.Median})
+					if !slices.ContainsFunc(ticks, func(t gplot.Tick) bool { return t.Value == float64(pt.Clients) }) {
+						ticks = append(ticks, gplot.Tick{Value: float64(pt.Clients), Label: strconv.Itoa(pt.Clients)})
 					}
 				}
 			}
-			slices.SortFunc(xys, func(a, b plotter.XY) int {
-				switch {
-				case a.X < b.X:
-					return -1
-				case a.X > b.X:
-					return 1
-				}
-				return 0
-			})
+			slices.SortFunc(xys, func(a, b errXY) int { return cmp.Compare(a.X, b.X) })
 			if len(xys) == 0 {
 				continue
 			}
@@ -108,6 +108,14 @@ func Throughput(r *ycsbrun.Report) ([]*gplot.Plot, error) {
 			line.Color, line.Dashes, line.Width = st.color, st.dashes, vg.Points(1.5)
 			pts.Color, pts.Shape, pts.Radius = st.color, st.shape, vg.Points(3)
 			p.Add(line, pts)
+			if xys.spread() {
+				bars, err := plotter.NewYErrorBars(xys)
+				if err != nil {
+					return nil, err
+				}
+				bars.Color, bars.Width, bars.CapWidth = st.color, vg.Points(1), vg.Points(6)
+				p.Add(bars)
+			}
 			p.Legend.Add(m, line, pts)
 		}
 		p.X.Tick.Marker = gplot.ConstantTicks(ticks)
@@ -121,6 +129,23 @@ func Throughput(r *ycsbrun.Report) ([]*gplot.Plot, error) {
 		plots = append(plots, p)
 	}
 	return plots, nil
+}
+
+// errXY is a median with the distances down to the lowest and up to the
+// highest round.
+type errXY struct {
+	plotter.XY
+	low, high float64
+}
+
+// errXYs are the points of one line: an XYer and a YErrorer.
+type errXYs []errXY
+
+func (e errXYs) Len() int                        { return len(e) }
+func (e errXYs) XY(i int) (float64, float64)     { return e[i].X, e[i].Y }
+func (e errXYs) YError(i int) (float64, float64) { return e[i].low, e[i].high }
+func (e errXYs) spread() bool {
+	return slices.ContainsFunc(e, func(p errXY) bool { return p.low > 0 || p.high > 0 })
 }
 
 // opsTicks are gonum's default ticks labelled as whole numbers (k for

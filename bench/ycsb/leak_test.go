@@ -3,10 +3,8 @@ package ycsb
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/causeway-db/causeway/bench/internal/leakcheck"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/ycsb"
 )
@@ -32,7 +31,7 @@ func workload(t *testing.T, name string, records int64) ycsb.Workload {
 func loaded(t *testing.T, records int64) *drivers.Memory {
 	t.Helper()
 	m := drivers.NewMemory()
-	if _, err := Load(context.Background(), m, LoadConfig{Records: records, ValueSize: 64, Seed: 7, Concurrency: 4}); err != nil {
+	if _, err := Load(context.Background(), m, LoadConfig{ValueSize: 64, Seed: 7, LoadSpec: core.LoadSpec{Records: records, Concurrency: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -44,7 +43,7 @@ func loaded(t *testing.T, records int64) *drivers.Memory {
 // merged histogram holds every kind's samples.
 func TestRunExecutesTheMix(t *testing.T) {
 	m := loaded(t, 1000)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 1000), Clients: 4, Operations: 8000, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 1000), Clients: 4, Seed: 1, PhaseSpec: core.PhaseSpec{Operations: 8000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +93,7 @@ func TestRunWorkloadsMixes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := loaded(t, 500)
-			res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, c.name, 500), Clients: 3, Operations: 6000, Seed: 3})
+			res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, c.name, 500), Clients: 3, Seed: 3, PhaseSpec: core.PhaseSpec{Operations: 6000}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,8 +123,7 @@ func TestRunExcludesWarmup(t *testing.T) {
 	m := loaded(t, 100)
 	m.Delay = time.Millisecond
 	before := m.Reads.Load() + m.Updates.Load()
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 2,
-		Warmup: 150 * time.Millisecond, Duration: 250 * time.Millisecond, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 2, Seed: 1, PhaseSpec: core.PhaseSpec{Warmup: 150 * time.Millisecond, Duration: 250 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +154,7 @@ func TestRunExcludesWarmup(t *testing.T) {
 func TestRunCountsErrors(t *testing.T) {
 	m := loaded(t, 100)
 	m.FailEvery = 10 // set after the load's 100 calls: every tenth run call fails
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 1, Operations: 1000, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "A", 100), Clients: 1, Seed: 1, PhaseSpec: core.PhaseSpec{Operations: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +174,7 @@ func TestRunCountsErrors(t *testing.T) {
 	if kindErrs != res.Errors {
 		t.Errorf("kind errors %d, total %d", kindErrs, res.Errors)
 	}
-	if len(res.ErrorSamples) == 0 || len(res.ErrorSamples) > maxErrorSamples || !strings.Contains(res.ErrorSamples[0], "injected") {
+	if len(res.ErrorSamples) == 0 || len(res.ErrorSamples) > core.MaxErrorSamples || !strings.Contains(res.ErrorSamples[0], "injected") {
 		t.Errorf("samples %q", res.ErrorSamples)
 	}
 	if res.Throughput != float64(res.Ops)/res.WindowS {
@@ -186,8 +184,7 @@ func TestRunCountsErrors(t *testing.T) {
 
 func TestRunTargetRate(t *testing.T) {
 	m := loaded(t, 100)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 4,
-		Duration: 500 * time.Millisecond, TargetRate: 400, Seed: 1})
+	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 4, Seed: 1, PhaseSpec: core.PhaseSpec{Duration: 500 * time.Millisecond, TargetRate: 400}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,34 +193,14 @@ func TestRunTargetRate(t *testing.T) {
 	}
 }
 
-func TestRunProgressAndCancel(t *testing.T) {
-	m := loaded(t, 100)
-	m.Delay = time.Millisecond
-	var buf bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := Run(ctx, m, RunConfig{Workload: workload(t, "C", 100), Clients: 2, Duration: time.Minute,
-		Progress: &buf, ProgressEvery: 100 * time.Millisecond, Label: "[test]"})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("err %v, want the context's", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("cancelled run took %s", el)
-	}
-	if !strings.Contains(buf.String(), "[test]") || !strings.Contains(buf.String(), "ops/s") {
-		t.Errorf("progress output %q", buf.String())
-	}
-}
-
 func TestRunRejectsBadConfig(t *testing.T) {
 	m := drivers.NewMemory()
 	w := workload(t, "A", 10)
 	for _, cfg := range []RunConfig{
-		{Workload: w, Clients: 0, Duration: time.Second},
+		{Workload: w, Clients: 0, PhaseSpec: core.PhaseSpec{Duration: time.Second}},
 		{Workload: w, Clients: 1},
-		{Workload: w, Clients: 1, Duration: time.Second, Warmup: -1},
-		{Workload: ycsb.Workload{Name: "bad"}, Clients: 1, Duration: time.Second},
+		{Workload: w, Clients: 1, PhaseSpec: core.PhaseSpec{Duration: time.Second, Warmup: -1}},
+		{Workload: ycsb.Workload{Name: "bad"}, Clients: 1, PhaseSpec: core.PhaseSpec{Duration: time.Second}},
 	} {
 		if _, err := Run(context.Background(), m, cfg); err == nil {
 			t.Errorf("accepted %+v", cfg)
@@ -236,11 +213,11 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestLoadIsDeterministic(t *testing.T) {
 	a, b := drivers.NewMemory(), drivers.NewMemory()
 	var buf bytes.Buffer
-	ra, err := Load(context.Background(), a, LoadConfig{Records: 300, ValueSize: 100, Seed: 9, Concurrency: 1, Progress: &buf})
+	ra, err := Load(context.Background(), a, LoadConfig{ValueSize: 100, Seed: 9, LoadSpec: core.LoadSpec{Records: 300, Concurrency: 1, Progress: &buf}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(context.Background(), b, LoadConfig{Records: 300, ValueSize: 100, Seed: 9, Concurrency: 13}); err != nil {
+	if _, err := Load(context.Background(), b, LoadConfig{ValueSize: 100, Seed: 9, LoadSpec: core.LoadSpec{Records: 300, Concurrency: 13}}); err != nil {
 		t.Fatal(err)
 	}
 	if ra.Loaded != 300 || ra.Latency.Count != 300 || a.Len() != 300 || b.Len() != 300 {
@@ -262,7 +239,7 @@ func TestLoadIsDeterministic(t *testing.T) {
 func TestLoadRetriesThenFails(t *testing.T) {
 	m := drivers.NewMemory()
 	m.FailEvery = 3 // every third call fails: retries succeed
-	res, err := Load(context.Background(), m, LoadConfig{Records: 60, ValueSize: 8, Concurrency: 2})
+	res, err := Load(context.Background(), m, LoadConfig{ValueSize: 8, LoadSpec: core.LoadSpec{Records: 60, Concurrency: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +248,7 @@ func TestLoadRetriesThenFails(t *testing.T) {
 	}
 	m2 := drivers.NewMemory()
 	m2.FailEvery = 1 // everything fails
-	if _, err := Load(context.Background(), m2, LoadConfig{Records: 5, ValueSize: 8, Attempts: 2}); !errors.Is(err, drivers.ErrInjected) {
+	if _, err := Load(context.Background(), m2, LoadConfig{ValueSize: 8, LoadSpec: core.LoadSpec{Records: 5, Attempts: 2}}); !errors.Is(err, drivers.ErrInjected) {
 		t.Errorf("err %v, want the injected failure", err)
 	}
 }
@@ -323,21 +300,5 @@ func TestErrorClass(t *testing.T) {
 		if got := ErrorClass(c.err); got != c.want {
 			t.Errorf("ErrorClass(%v) = %q, want %q", c.err, got, c.want)
 		}
-	}
-}
-
-func TestRunReportsCPU(t *testing.T) {
-	if _, err := os.Stat("/proc/stat"); err != nil {
-		t.Skip("no /proc")
-	}
-	m := loaded(t, 100)
-	res, err := Run(context.Background(), m, RunConfig{Workload: workload(t, "C", 100), Clients: 2,
-		Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond, ServerPIDs: []int{os.Getpid()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := res.CPU
-	if c.Total != runtime.NumCPU() || c.Client < 0.1 || c.Machine < 0.1 || math.Abs(c.Servers-c.Client) > 0.2 {
-		t.Errorf("CPU use %+v: the busy in-memory clients should show", c)
 	}
 }

@@ -99,10 +99,35 @@ func New(t testing.TB, n int, mutate func(*server.Config)) *Cluster {
 // leader balancer prefers (placement.PreferredLeaders), so that no
 // leadership transfer is pending.
 func (c *Cluster) LeadersPreferred() error {
-	m := c.Map()
+	return SiteLeadersPreferred(c.Map(), siteNodes(c.nodes()))
+}
+
+// SiteNode is a node of a site as SiteSettled and SiteLeadersPreferred
+// see it; other harnesses that run servers in one process (bench's
+// embedded site) use these checks too.
+type SiteNode struct {
+	ID  string
+	Srv *server.Server
+}
+
+func siteNodes(ns []*Node) []SiteNode {
+	out := make([]SiteNode, len(ns))
+	for i, n := range ns {
+		out[i] = SiteNode{ID: n.ID, Srv: n.Srv}
+	}
+	return out
+}
+
+// SiteLeadersPreferred reports whether every shard of m is led by the node
+// among nodes that placement.PreferredLeaders picks for it.
+func SiteLeadersPreferred(m placement.Map, nodes []SiteNode) error {
+	byID := map[string]SiteNode{}
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
 	for sh, want := range placement.PreferredLeaders(m) {
-		n := c.Node(string(want))
-		if n == nil {
+		n, ok := byID[string(want)]
+		if !ok {
 			return fmt.Errorf("shard %s: preferred leader %s is unknown", sh, want)
 		}
 		if g := n.Srv.Router().Local(sh); g == nil || !g.IsLeader() {
@@ -308,7 +333,20 @@ func (c *Cluster) Map() placement.Map {
 // non-draining nodes) voting replicas, all on live non-draining nodes, no
 // learners, and every live node is ready.
 func (c *Cluster) Settled(draining ...string) error {
-	live := c.Live()
+	live, replicas := c.Live(), 0
+	if len(live) > 0 {
+		replicas = live[0].Cfg.Replicas
+	}
+	return SiteSettled(siteNodes(live), replicas, draining...)
+}
+
+// SiteSettled reports why the site of the live nodes has not settled yet,
+// or nil: every live node is ready and registered in the catalog (as the
+// first node sees it), the placement planner has nothing left to do, every
+// shard has exactly min(replicas, live non-draining nodes) voting
+// replicas, all on live non-draining nodes, and every node hosts exactly
+// the replicas the map assigns it.
+func SiteSettled(live []SiteNode, replicas int, draining ...string) error {
 	if len(live) == 0 {
 		return fmt.Errorf("no live nodes")
 	}
@@ -325,7 +363,7 @@ func (c *Cluster) Settled(draining ...string) error {
 			return fmt.Errorf("%s not ready: %w", n.ID, err)
 		}
 	}
-	want := min(live[0].Cfg.Replicas, len(up))
+	want := min(replicas, len(up))
 	st, _ := live[0].Srv.Catalog().State()
 	m := st.Map
 	if len(m.Shards) == 0 {
@@ -342,7 +380,7 @@ func (c *Cluster) Settled(draining ...string) error {
 	for _, d := range draining {
 		drainIDs = append(drainIDs, placement.NodeID(d))
 	}
-	if steps := placement.Plan(m, m.SortedShards(), liveIDs, drainIDs, live[0].Cfg.Replicas, 100); len(steps) > 0 {
+	if steps := placement.Plan(m, m.SortedShards(), liveIDs, drainIDs, replicas, 100); len(steps) > 0 {
 		return fmt.Errorf("%d placement steps pending, e.g. %v", len(steps), steps[0])
 	}
 	hosted := map[string]int{}

@@ -16,10 +16,10 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/causeway-db/causeway/bench"
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 func main() {
@@ -60,8 +60,8 @@ func run() error {
 	if c.Clients, err = parseInts(*clients); err != nil {
 		return fmt.Errorf("--clients: %w", err)
 	}
-	c.Ops = splitList(*ops)
-	c.Endpoints = splitList(*endpoints)
+	c.Ops = core.SplitList(*ops)
+	c.Endpoints = core.SplitList(*endpoints)
 	c.Shards = uint32(*shards)
 	c.Progress = os.Stderr
 	if *verbose {
@@ -120,19 +120,9 @@ func run() error {
 	return runErr
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 func parseInts(s string) ([]int, error) {
 	var out []int
-	for _, p := range splitList(s) {
+	for _, p := range core.SplitList(s) {
 		n, err := strconv.Atoi(p)
 		if err != nil {
 			return nil, err

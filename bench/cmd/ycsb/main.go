@@ -21,7 +21,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/causeway-db/causeway/bench/core"
 	"github.com/causeway-db/causeway/bench/drivers"
 	"github.com/causeway-db/causeway/bench/floors"
 	"github.com/causeway-db/causeway/bench/plot"
@@ -76,17 +76,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// listFlag is a comma-separated list.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // multiFlag collects a repeated flag.
 type multiFlag []string
 
@@ -123,7 +112,7 @@ func workloads(names []string) ([]ycsb.Workload, error) {
 
 func parseClients(s string) ([]int, error) {
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range core.SplitList(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("--clients: %q is not a positive number", f)
@@ -209,13 +198,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	loadClients := fs.Int("load-clients", 32, "concurrent inserts of the load phase")
 	loadTimeout := fs.Duration("load-timeout", 10*time.Minute, "bound on each load phase")
 	perConn := fs.Int("clients-per-conn", drivers.DefaultClientsPerConn, "client goroutines per connection (Causeway: per client instance and session)")
-	opTimeout := fs.Duration("op-timeout", ycsbrun.DefaultOpTimeout, "bound on each operation")
+	opTimeout := fs.Duration("op-timeout", core.DefaultOpTimeout, "bound on each operation")
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 disables)")
 	serverPIDs := fs.String("server-pids", "", "comma-separated pids of the server processes on this machine, for their CPU use")
 	idle := fs.Duration("idle-sample", 5*time.Second, "with --server-pids: measure the idle servers' CPU use this long before the load (0 disables)")
 	metricsURLs := fs.String("metrics-urls", "", "comma-separated Causeway /metrics URLs: server histograms per phase and for the whole run")
 	floorsDir := fs.String("floors-dir", "", "also measure the floors, fdatasync in this directory")
 	title := fs.String("title", "", "report title")
+	round := fs.Int("round", 0, "the round this run belongs to, when the comparison is repeated (ycsb report aggregates the rounds)")
 	jsonOut := fs.String("json", "", "write the JSON report here (- for stdout)")
 	mdOut := fs.String("out", "", "write the markdown report here (- for stdout; default stdout when no --json)")
 	plotOut := fs.String("plot", "", "write a PNG of throughput against clients here")
@@ -240,7 +230,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *duration <= 0 && *operations <= 0 {
 		return errors.New("set --duration or --operations")
 	}
-	modes := splitList(*modesF)
+	modes := core.SplitList(*modesF)
 	for _, m := range modes {
 		if !slices.Contains(drivers.Modes, m) {
 			return fmt.Errorf("--modes: %w %q", drivers.ErrUnknownMode, m)
@@ -249,7 +239,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(modes) == 0 {
 		return errors.New("--modes: none given")
 	}
-	wls, err := workloads(splitList(*workloadsF))
+	wls, err := workloads(core.SplitList(*workloadsF))
 	if err != nil {
 		return err
 	}
@@ -262,7 +252,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var pids []int
-	for _, f := range splitList(*serverPIDs) {
+	for _, f := range core.SplitList(*serverPIDs) {
 		pid, err := strconv.Atoi(f)
 		if err != nil || pid < 1 {
 			return fmt.Errorf("--server-pids: %q is not a pid", f)
@@ -279,17 +269,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 
 	endpoints := map[string][]string{
-		"causeway": splitList(*cwEps),
-		"etcd":     splitList(*etcdEps),
+		"causeway": core.SplitList(*cwEps),
+		"etcd":     core.SplitList(*etcdEps),
 	}
 	rep := &ycsbrun.Report{
 		Title:   *title,
 		Date:    time.Now().UTC(),
-		Machine: ycsbrun.DescribeMachine(),
+		Machine: core.DescribeMachine(),
 		Setup: ycsbrun.Setup{
 			Records: *records, ValueSize: *valueSize, Warmup: warmup.String(), Duration: duration.String(),
 			Operations: *operations, TargetRate: *target, Seed: *seed, ClientsPerConn: *perConn,
-			Clients: clients, Modes: modes, Endpoints: map[string][]string{}, Versions: vers, Notes: notes,
+			Clients: clients, Modes: modes, Endpoints: map[string][]string{}, Versions: vers, Notes: notes, Round: *round,
 		},
 	}
 	for _, w := range wls {
@@ -307,13 +297,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var murls []string
 	if *metricsURLs != "" {
-		murls = splitList(*metricsURLs)
+		murls = core.SplitList(*metricsURLs)
 	}
-	scrape := func() ycsbrun.MetricsSnapshot {
+	scrape := func() core.Snapshot {
 		if len(murls) == 0 {
 			return nil
 		}
-		s, err := ycsbrun.Scrape(ctx, murls)
+		s, err := core.Scrape(ctx, murls)
 		if err != nil {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 			return nil
@@ -330,14 +320,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	if len(pids) > 0 && *idle > 0 {
-		a := ycsbrun.TakeCPUSample(pids)
+		a := core.TakeCPUSample(pids)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(*idle):
 		}
-		use := ycsbrun.CPUBetween(a, ycsbrun.TakeCPUSample(pids), runtime.NumCPU())
-		rep.IdleCPU = map[string]ycsbrun.CPUUse{}
+		use := core.CPUBetween(a, core.TakeCPUSample(pids))
+		rep.IdleCPU = map[string]core.CPUUse{}
 		for _, m := range modes {
 			rep.IdleCPU[drivers.SystemOf(m)] = use
 		}
@@ -357,10 +347,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
-			lr, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{Records: *records, ValueSize: *valueSize, Seed: *seed,
-				Concurrency: *loadClients, Timeout: *loadTimeout, OpTimeout: *opTimeout, Progress: stderr, ProgressEvery: *progress})
+			lr, err := ycsbrun.Load(ctx, s, ycsbrun.LoadConfig{ValueSize: *valueSize, Seed: *seed,
+				LoadSpec: core.LoadSpec{Records: *records, Concurrency: *loadClients, Timeout: *loadTimeout, OpTimeout: *opTimeout,
+					Progress: stderr, ProgressEvery: *progress}})
 			s.Close()
-			rep.Loads = append(rep.Loads, lr)
+			rep.Loads = append(rep.Loads, ycsbrun.LoadPhase{LoadResult: lr, Round: *round})
 			if err != nil {
 				return fmt.Errorf("load %s: %w", m, err)
 			}
@@ -399,18 +390,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			for _, m := range modes {
 				i++
 				label := fmt.Sprintf("[%d/%d %s %s c=%d]", i, total, w.Name, m, n)
+				if *round > 0 {
+					label = fmt.Sprintf("[round %d, %d/%d %s %s c=%d]", *round, i, total, w.Name, m, n)
+				}
 				fmt.Fprintf(stderr, "%s run: %s warm-up, %s measured\n", label, *warmup, *duration)
 				s, err := open(m, n)
 				if err != nil {
 					return err
 				}
 				before := scrape()
-				res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: n, Warmup: *warmup, Duration: *duration,
-					Operations: *operations, TargetRate: *target, Seed: *seed, OpTimeout: *opTimeout,
-					Progress: progressW, ProgressEvery: *progress, Label: label, ServerPIDs: pids})
+				res, err := ycsbrun.Run(ctx, s, ycsbrun.RunConfig{Workload: w, Clients: n, Seed: *seed, Round: *round,
+					PhaseSpec: core.PhaseSpec{Warmup: *warmup, Duration: *duration, Operations: *operations, TargetRate: *target,
+						OpTimeout: *opTimeout, Progress: progressW, ProgressEvery: *progress, Label: label, ServerPIDs: pids}})
 				if before != nil && drivers.SystemOf(m) == "causeway" {
 					if after := scrape(); after != nil {
-						res.ServerMetrics = ycsbrun.Diff(before, after)
+						res.ServerMetrics = core.Diff(before, after)
 					}
 				}
 				s.Close()
@@ -429,16 +423,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if whole != nil {
 		if after := scrape(); after != nil {
-			rep.ServerMetrics = map[string][]ycsbrun.HistDelta{"causeway": ycsbrun.Diff(whole, after)}
+			rep.ServerMetrics = map[string][]core.HistDelta{"causeway": core.Diff(whole, after)}
 		}
 	}
-	rep.SortResults()
 	systems := map[string]bool{}
 	for _, m := range modes {
 		systems[drivers.SystemOf(m)] = true
 	}
-	if (systems["causeway"] && systems["etcd"]) || rep.Floors != nil {
+	if systems["causeway"] && systems["etcd"] {
 		ycsbrun.Evaluate(rep)
+	} else {
+		rep.Summarize()
 	}
 	return outputs(rep, *jsonOut, *mdOut, *plotOut, stdout, stderr)
 }
@@ -476,7 +471,7 @@ func cmdFloors(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rep := &ycsbrun.Report{Title: "Floors", Date: time.Now().UTC(), Machine: ycsbrun.DescribeMachine(), Floors: &f}
+	rep := &ycsbrun.Report{Title: "Floors", Date: time.Now().UTC(), Machine: core.DescribeMachine(), Floors: &f}
 	return outputs(rep, *jsonOut, *mdOut, "", stdout, stderr)
 }
 
@@ -493,7 +488,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	paths := splitList(*in)
+	paths := core.SplitList(*in)
 	if len(paths) == 0 {
 		return errors.New("--in: no reports")
 	}
@@ -514,7 +509,6 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	})
 	rep := ycsbrun.MergeReports(*title, reps...)
 	rep.Setup.Notes = append(rep.Setup.Notes, notes...)
-	rep.SortResults()
 	ycsbrun.Evaluate(&rep)
 	return outputs(&rep, *jsonOut, *mdOut, *plotOut, stdout, stderr)
 }
