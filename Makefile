@@ -94,11 +94,15 @@ cluster-down:
 bench:
 	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
 
-.PHONY: bench-compare
+.PHONY: bench-compare etcd-embed
 
-## bench-compare: YCSB A, B, C, F on a local 3-member etcd cluster and a 3-node Causeway site (installs etcd if missing); results in bench/results/compare-3node.*
+## bench-compare: YCSB A, B, C, F on a local 3-member etcd 3.7.3 cluster (bin/etcd-embed) and a 3-node Causeway site; results in bench/results/compare-3node.* (COMPARE_ETCD34=1 adds Debian's etcd 3.4)
 bench-compare:
 	bench/compare.sh
+
+## etcd-embed: bin/etcd-embed, one etcd 3.7.3 member (bench/etcd, its own Go module) for the benchmarks.
+etcd-embed:
+	cd bench/etcd && $(GO) build -o ../../bin/etcd-embed .
 
 ## image: static linux binaries and the FROM-scratch image causeway/kvd:dev (no registry needed).
 image:

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # compare.sh compares Causeway with etcd on this machine with YCSB (make bench-compare).
 #
-# It installs etcd if missing (Debian/Ubuntu etcd-server and etcd-client, with
-# apt-get), builds bin/kvd, bin/kvctl and bin/ycsb, then:
+# It builds bin/etcd-embed (bench/etcd: etcd 3.7.3's embed package, its own Go
+# module), bin/kvd, bin/kvctl and bin/ycsb, then:
 #   1. measures the floors: fdatasync on the data disk and a loopback gRPC echo;
-#   2. starts a 3-member etcd cluster (fsync on, etcd's defaults), loads the
-#      records and runs the workloads with linearizable and serializable reads,
-#      then stops it;
+#   2. starts a 3-member etcd 3.7.3 cluster (bin/etcd-embed, fsync on, etcd's
+#      defaults), loads the records and runs the workloads with linearizable
+#      and serializable reads, then stops it; with COMPARE_ETCD34=1 it then
+#      does the same with Debian's etcd 3.4 (etcd-server, installed with
+#      apt-get if missing) as a second reference, reported apart;
 #   3. starts a 3-node Causeway site (bin/kvd processes, kvd's defaults, fsync
 #      on), loads the same records and runs the same workloads with CAUSAL and
 #      STRONG reads, recording the servers' histograms from /metrics, then
@@ -34,10 +36,14 @@
 #   COMPARE_WAIT_QUIET [120]        seconds to wait for a 1-minute load average
 #                                   below half the CPUs before starting
 #   COMPARE_KEEP_DATA=1             keep the data directories and logs
-#   COMPARE_SKIP_INSTALL=1          fail instead of installing etcd
+#   COMPARE_ETCD34=1                also run Debian's etcd 3.4 (etcd on PATH)
+#   COMPARE_SKIP_INSTALL=1          with COMPARE_ETCD34=1: fail instead of
+#                                   installing etcd-server
 #
 # Outputs: $COMPARE_OUT/compare-$NAME.{md,json,png} (the comparison),
-# ycsb-etcd-$NAME.{json,md}, ycsb-causeway-$NAME.{json,md}, ycsb-floors-$NAME.json.
+# ycsb-etcd-$NAME.{json,md}, ycsb-causeway-$NAME.{json,md}, ycsb-floors-$NAME.json;
+# with COMPARE_ETCD34=1 also ycsb-etcd34-$NAME.{json,md} and
+# compare-etcd34-$NAME.{md,json,png} (the same comparison against etcd 3.4).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -152,13 +158,22 @@ trap 'exit 130' INT TERM
 
 # ---- tools
 
-install_etcd() {
-	command -v etcd >/dev/null && command -v etcdctl >/dev/null && return 0
+# build_etcd builds bin/etcd-embed, the etcd member compared (bench/etcd).
+build_etcd() {
+	log "building bin/etcd-embed (bench/etcd)"
+	mkdir -p bin
+	(cd bench/etcd && go build -o ../../bin/etcd-embed .)
+}
+
+# install_etcd34 makes sure Debian's etcd 3.4 (etcd-server) is on PATH, for
+# COMPARE_ETCD34=1.
+install_etcd34() {
+	command -v etcd >/dev/null && return 0
 	[[ ${COMPARE_SKIP_INSTALL:-} != 1 ]] || die "etcd not found (COMPARE_SKIP_INSTALL=1)"
-	command -v apt-get >/dev/null || die "etcd not found and no apt-get: install etcd 3.4+ (etcd and etcdctl on PATH)"
-	log "installing etcd (apt-get install etcd-server etcd-client)"
+	command -v apt-get >/dev/null || die "etcd not found and no apt-get: install etcd 3.4 (etcd on PATH) or unset COMPARE_ETCD34"
+	log "installing etcd 3.4 (apt-get install etcd-server)"
 	sudo_if_needed apt-get update -qq
-	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
 	command -v etcd >/dev/null || die "etcd still not found after installing etcd-server"
 }
 
@@ -192,8 +207,12 @@ etcd_endpoints() {
 	(IFS=,; echo "${eps[*]}")
 }
 
+# start_etcd BINARY [ARG...] starts the three members with BINARY (bin/etcd-embed
+# or Debian's etcd), each with the extra ARGs, and waits until every member
+# answers /health.
 start_etcd() {
-	local n cluster=() p
+	local bin=$1 n cluster=() p
+	shift
 	for n in "${ETCD_NAMES[@]}"; do
 		for p in $(etcd_client_port "$n") $(etcd_peer_port "$n"); do
 			! port_busy "$p" || die "port $p (etcd $n) is in use"
@@ -207,17 +226,17 @@ start_etcd() {
 	[[ $arch == aarch64 ]] && export ETCD_UNSUPPORTED_ARCH=arm64
 	for n in "${ETCD_NAMES[@]}"; do
 		local c=$(etcd_client_port "$n") pp=$(etcd_peer_port "$n")
-		etcd --name "$n" --data-dir "$DIR/etcd/$n" \
+		"$bin" --name "$n" --data-dir "$DIR/etcd/$n" \
 			--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
 			--listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
 			--initial-cluster "$(IFS=,; echo "${cluster[*]}")" --initial-cluster-token "bench-compare-$$" \
-			--initial-cluster-state new --logger zap --log-outputs stderr \
+			--initial-cluster-state new "$@" \
 			>"$DIR/etcd/$n.log" 2>&1 </dev/null &
 		PIDS+=($!)
 		ETCD_PIDS+=($!)
 	done
 	local deadline=$((SECONDS + READY_TIMEOUT))
-	until ETCDCTL_API=3 etcdctl --endpoints "$(etcd_endpoints)" --command-timeout 2s endpoint health >/dev/null 2>&1; do
+	until etcd_healthy; do
 		for p in "${ETCD_PIDS[@]}"; do
 			kill -0 "$p" 2>/dev/null || {
 				tail -n 5 "$DIR"/etcd/*.log >&2
@@ -228,6 +247,15 @@ start_etcd() {
 		sleep 0.5
 	done
 	log "etcd cluster healthy: $(etcd_endpoints)"
+}
+
+# etcd_healthy succeeds once every member answers 200 on /health (it has a
+# leader and serves).
+etcd_healthy() {
+	local n
+	for n in "${ETCD_NAMES[@]}"; do
+		[[ $(http_status "http://127.0.0.1:$(etcd_client_port "$n")/health") == 200 ]] || return 1
+	done
 }
 
 # ---- Causeway
@@ -338,14 +366,15 @@ leaders() {
 NOTES=()
 ETCD_PIDS=()
 KVD_PIDS=()
-install_etcd
+build_etcd
+[[ ${COMPARE_ETCD34:-} != 1 ]] || install_etcd34
 log "building bin/kvd, bin/kvctl, bin/ycsb"
 run "${MAKE:-make}" --no-print-directory build >/dev/null
 run go build -o bin/ycsb ./bench/cmd/ycsb
 mkdir -p "$DIR" "$OUT"
 wait_quiet
 
-ETCD_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
+ETCD_VERSION=$(bin/etcd-embed --version | awk '{ print $2 }') # "etcd 3.7.3 (embed)"
 CW_VERSION=$(git describe --always --dirty 2>/dev/null || echo unknown)
 COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --value-size "$VALUE_SIZE"
 	--duration "$DURATION" --warmup "$WARMUP" --timeout 60m)
@@ -353,16 +382,30 @@ COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --val
 log "floors"
 run bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
 
-log "etcd $ETCD_VERSION: 3 members"
-start_etcd
+log "etcd $ETCD_VERSION (embed): 3 members"
+start_etcd bin/etcd-embed
 run bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
 	--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
-	--title "etcd $ETCD_VERSION, 3 members, YCSB" --version "etcd=$ETCD_VERSION" \
-	--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+	--title "etcd $ETCD_VERSION (embed), 3 members, YCSB" --version "etcd=$ETCD_VERSION (embed)" \
+	--note "etcd $ETCD_VERSION (embed): bin/etcd-embed (bench/etcd, go.etcd.io/etcd/server/v3 embed), 3 members on loopback, defaults (fsync on, snapshot-count 10000), data in $DIR/etcd" \
 	--json "$OUT/ycsb-etcd-$NAME.json" --out "$OUT/ycsb-etcd-$NAME.md"
 stop_pids "${ETCD_PIDS[@]}"
 PIDS=()
 ETCD_PIDS=()
+
+if [[ ${COMPARE_ETCD34:-} == 1 ]]; then
+	ETCD34_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
+	log "etcd $ETCD34_VERSION (Debian): 3 members, second reference"
+	start_etcd etcd --logger zap --log-outputs stderr
+	run bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
+		--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
+		--title "etcd $ETCD34_VERSION (Debian etcd-server), 3 members, YCSB" --version "etcd=$ETCD34_VERSION (Debian)" \
+		--note "etcd $ETCD34_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+		--json "$OUT/ycsb-etcd34-$NAME.json" --out "$OUT/ycsb-etcd34-$NAME.md"
+	stop_pids "${ETCD_PIDS[@]}"
+	PIDS=()
+	ETCD_PIDS=()
+fi
 
 log "Causeway $CW_VERSION: 3 nodes"
 start_causeway
@@ -384,4 +427,11 @@ run bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd-$NAME.json,
 	--note "one system at a time on the same machine: etcd first, then Causeway; the benchmark client runs on the same machine" \
 	"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
 	--json "$OUT/compare-$NAME.json" --out "$OUT/compare-$NAME.md" --plot "$OUT/compare-$NAME.png"
+if [[ ${COMPARE_ETCD34:-} == 1 ]]; then
+	run bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd34-$NAME.json,$OUT/ycsb-causeway-$NAME.json" \
+		--title "Causeway vs etcd $ETCD34_VERSION (Debian): YCSB on one machine, 3 nodes each" \
+		--note "second reference: Debian's etcd $ETCD34_VERSION, run after etcd $ETCD_VERSION (embed) and before Causeway, one system at a time" \
+		"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
+		--json "$OUT/compare-etcd34-$NAME.json" --out "$OUT/compare-etcd34-$NAME.md" --plot "$OUT/compare-etcd34-$NAME.png"
+fi
 log "done: $OUT/compare-$NAME.md"
