@@ -197,10 +197,18 @@ func run(ctx context.Context, st store, addrs []string, n, warmup int, partition
 		wg.Wait()
 	}()
 	prefix := fmt.Sprintf("geobench/%d/", time.Now().UnixNano())
-	for i := range warmup {
+	// The warm-up puts are retried for a while: a keyspace just created
+	// (-single-site) serves once its shards are placed.
+	ready := time.Now().Add(time.Minute)
+	for i := 0; i < warmup; {
 		if err := st.put(ctx, []byte(fmt.Sprintf("%swarmup/%05d", prefix, i))); err != nil {
-			return nil, fmt.Errorf("warm-up put: %w", err)
+			if time.Now().After(ready) || ctx.Err() != nil {
+				return nil, fmt.Errorf("warm-up put: %w", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
 		}
+		i++
 	}
 	for i := range n {
 		key := []byte(fmt.Sprintf("%s%05d", prefix, i))
