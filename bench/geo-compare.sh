@@ -19,9 +19,9 @@
 #   1. put latency at each site (bin/geobench: 1 client, GEO_COMPARE_PUTS
 #      puts 10 ms apart; Causeway LOCAL puts, also into a keyspace held by
 #      that site only) and, for the same puts, remote visibility at the
-#      other sites (readers poll every 1 ms from the start of the put:
-#      Causeway a CAUSAL get in a new session, etcd a serializable get at
-#      the site's member);
+#      other sites (one reader per site asks every 1 ms, in one request,
+#      for the keys not seen yet: Causeway a BatchGet in its own CAUSAL
+#      session, etcd serializable gets at the site's member);
 #   2. YCSB-B (bin/ycsb, GEO_COMPARE_CLIENTS clients, records loaded at s1)
 #      at each site alone, then at every site at once.
 # bin/georeport writes $OUT/$NAME.md (tables and targets) and $OUT/$NAME.png;

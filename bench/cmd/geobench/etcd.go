@@ -45,12 +45,24 @@ func (s *etcdStore) put(ctx context.Context, key []byte) error {
 	return err
 }
 
-func (s *etcdStore) visible(ctx context.Context, j int, key []byte) (bool, error) {
-	resp, err := s.clients[j].Get(ctx, string(key), clientv3.WithSerializable())
-	if err != nil {
-		return false, err
+// visible reads the keys in one read-only transaction of serializable
+// gets, which the member serves from its own state.
+func (s *etcdStore) visible(ctx context.Context, j int, keys [][]byte) ([]bool, error) {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpGet(string(k), clientv3.WithSerializable(), clientv3.WithKeysOnly())
 	}
-	return len(resp.Kvs) > 0, nil
+	resp, err := s.clients[j].Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	found := make([]bool, len(keys))
+	for i, r := range resp.Responses {
+		if i < len(found) {
+			found[i] = len(r.GetResponseRange().GetKvs()) > 0
+		}
+	}
+	return found, nil
 }
 
 // describe names each site's member and the leader.

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -112,8 +113,9 @@ func main() {
 type store interface {
 	// put writes key at the first site.
 	put(ctx context.Context, key []byte) error
-	// visible reports whether site j (> 0) serves key.
-	visible(ctx context.Context, j int, key []byte) (bool, error)
+	// visible reports, for each key, whether site j (> 0) serves it, in one
+	// request.
+	visible(ctx context.Context, j int, keys [][]byte) ([]bool, error)
 	// describe fills what the system tells of its sites into res.
 	describe(ctx context.Context, res *result)
 	// partition cuts the first site off from the others; the returned
@@ -187,15 +189,21 @@ func run(ctx context.Context, st store, addrs []string, n, warmup int, partition
 		readers = 1
 	}
 	puts := make([]time.Duration, 0, n)
-	vis := make([][]time.Duration, len(addrs))
-	missing := make([]int, len(addrs))
-	var mu sync.Mutex
+	pollers := make([]*poller, len(addrs))
 	var wg sync.WaitGroup
-	rctx, cancel := context.WithCancel(ctx) // ends the readers early if a put fails
+	rctx, cancel := context.WithCancel(ctx) // ends the pollers early if a put fails
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
+	for j := 1; j < readers; j++ {
+		pollers[j] = &poller{st: st, site: j, timeout: visTimeout, pending: map[string]time.Time{}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pollers[j].run(rctx)
+		}()
+	}
 	prefix := fmt.Sprintf("geobench/%d/", time.Now().UnixNano())
 	// The warm-up puts are retried for a while: a keyspace just created
 	// (-single-site) serves once its shards are placed.
@@ -217,24 +225,7 @@ func run(ctx context.Context, st store, addrs []string, n, warmup int, partition
 		// leader, when a follower writes) is timed as such.
 		start := time.Now()
 		for j := 1; j < readers; j++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pctx, cancel := context.WithDeadline(rctx, start.Add(visTimeout))
-				defer cancel()
-				for pctx.Err() == nil {
-					if ok, err := st.visible(pctx, j, key); err == nil && ok {
-						mu.Lock()
-						vis[j] = append(vis[j], time.Since(start))
-						mu.Unlock()
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-				mu.Lock()
-				missing[j]++
-				mu.Unlock()
-			}()
+			pollers[j].add(key, start)
 		}
 		if err := st.put(ctx, key); err != nil {
 			return nil, fmt.Errorf("put: %w", err)
@@ -242,10 +233,14 @@ func run(ctx context.Context, st store, addrs []string, n, warmup int, partition
 		puts = append(puts, time.Since(start))
 		time.Sleep(10 * time.Millisecond)
 	}
+	for j := 1; j < readers; j++ {
+		pollers[j].finish()
+	}
 	wg.Wait()
 	res.Puts = summarize(puts)
 	for j := 1; j < readers; j++ {
-		v := visibility{Addr: addrs[j], Name: res.Names[j], Delay: summarize(vis[j]), Missing: missing[j]}
+		pl := pollers[j]
+		v := visibility{Addr: addrs[j], Name: res.Names[j], Delay: summarize(pl.seen), Missing: pl.missing}
 		if len(res.Chain) > 0 {
 			v.Position = slices.Index(res.Chain, res.Names[j])
 		}
@@ -255,7 +250,7 @@ func run(ctx context.Context, st store, addrs []string, n, warmup int, partition
 }
 
 func (r *result) print() {
-	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	ms := func(v float64) time.Duration { return time.Duration(math.Round(v*1000)) * time.Microsecond }
 	var what []string
 	if r.Partition {
 		what = append(what, "every other site cut off")
@@ -270,7 +265,11 @@ func (r *result) print() {
 	if len(what) > 0 {
 		extra = ", " + strings.Join(what, ", ")
 	}
-	fmt.Printf("%s %s put at %s (%s, %d puts%s): p50 %v p99 %v\n", r.System, strings.ToUpper(r.Durability), r.Addrs[0], r.Names[0], r.Puts.N, extra, ms(r.Puts.P50Ms), ms(r.Puts.P99Ms))
+	kind := "etcd put"
+	if r.System == "causeway" {
+		kind = "causeway " + strings.ToUpper(r.Durability) + " put"
+	}
+	fmt.Printf("%s at %s (%s, %d puts%s): p50 %v p99 %v\n", kind, r.Addrs[0], r.Names[0], r.Puts.N, extra, ms(r.Puts.P50Ms), ms(r.Puts.P99Ms))
 	for _, v := range r.Visibility {
 		where := v.Name
 		if v.Position > 0 {
@@ -337,9 +336,16 @@ func (s *causewayStore) put(ctx context.Context, key []byte) error {
 	return err
 }
 
-func (s *causewayStore) visible(ctx context.Context, j int, key []byte) (bool, error) {
-	it, err := s.clients[j].Get(ctx, key)
-	return err == nil && it.Found, err
+func (s *causewayStore) visible(ctx context.Context, j int, keys [][]byte) ([]bool, error) {
+	items, err := s.clients[j].BatchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	found := make([]bool, len(keys))
+	for i := range min(len(items), len(keys)) {
+		found[i] = items[i].Found
+	}
+	return found, nil
 }
 
 // describe names each address's site and the chain of the first site's

@@ -368,7 +368,7 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	p("\n")
 
 	p("## Remote visibility\n\n")
-	p("From the start of a put at the writing site until a reader at the other site finds the key (readers poll every 1 ms from the moment the put starts; Causeway: a new session's CAUSAL get at that site, etcd: a serializable get at that site's member). Bound: the one-way delays along Causeway's chain of sites from the writer (position × %s ms) + 25 ms.\n\n", ms(durMs(r.Delay)))
+	p("From the start of a put at the writing site until a reader at the other site finds the key (one reader per other site asks, every 1 ms from the moment the put starts and in one request, for every key put but not yet seen there: Causeway a BatchGet in the reader's own CAUSAL session at that site, etcd a read-only transaction of serializable gets at that site's member). Bound: the one-way delays along Causeway's chain of sites from the writer (position × %s ms) + 25 ms.\n\n", ms(durMs(r.Delay)))
 	p("| written at | seen at | chain position | bound | Causeway p50 / p99 | etcd p50 / p99 |\n")
 	p("|---|---|--:|--:|--:|--:|\n")
 	for _, s := range r.Sites {
