@@ -94,11 +94,19 @@ cluster-down:
 bench:
 	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
 
-.PHONY: bench-compare
+.PHONY: bench-compare bench-geo etcd-embed
 
-## bench-compare: YCSB A, B, C, F on a local 3-member etcd cluster and a 3-node Causeway site, 3 rounds alternating the systems, medians and ranges over the rounds (installs etcd if missing; about 20-25 minutes); results in bench/results/compare-3node.*
+## bench-compare: YCSB A, B, C, F on a local 3-member etcd 3.7.3 cluster (bin/etcd-embed) and a 3-node Causeway site, 3 rounds alternating the systems, medians and ranges over the rounds (about 20-25 minutes); results in bench/results/compare-3node.* (COMPARE_ETCD34=1 adds Debian's etcd 3.4)
 bench-compare:
 	bench/compare.sh
+
+## bench-geo: three sites at 50 ms one way (GEO_COMPARE_DELAY): Causeway (make geo's simulated WAN) against a 3-member etcd stretched over the sites (bench/delayproxy on its peer links); put latency, YCSB-B and remote visibility per site; results in bench/results/geo-compare.{md,png} (~5 min)
+bench-geo:
+	bench/geo-compare.sh
+
+## etcd-embed: bin/etcd-embed, one etcd 3.7.3 member (bench/etcd, its own Go module) for the benchmarks.
+etcd-embed:
+	cd bench/etcd && $(GO) build -o ../../bin/etcd-embed .
 
 ## image: static linux binaries and the FROM-scratch image causeway/kvd:dev (no registry needed).
 image:

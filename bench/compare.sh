@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # compare.sh compares Causeway with etcd on this machine with YCSB (make bench-compare).
 #
-# It installs etcd if missing (Debian/Ubuntu etcd-server and etcd-client, with
-# apt-get), builds bin/kvd, bin/kvctl and bin/ycsb, measures the floors
-# (fdatasync on the data disk and a loopback gRPC echo), then runs
-# COMPARE_ROUNDS rounds, alternating the systems (etcd round 1, Causeway
-# round 1, etcd round 2, ...); in each round each system is started afresh:
-#   - a 3-member etcd cluster (fsync on, etcd's defaults): load the records,
-#     run the workloads with linearizable and serializable reads, stop it;
+# It builds bin/etcd-embed (bench/etcd: etcd 3.7.3's embed package, its own Go
+# module), bin/kvd, bin/kvctl and bin/ycsb, measures the floors (fdatasync on
+# the data disk and a loopback gRPC echo), then runs COMPARE_ROUNDS rounds,
+# alternating the systems (etcd round 1, Causeway round 1, etcd round 2,
+# ...); in each round each system is started afresh:
+#   - a 3-member etcd 3.7.3 cluster (bin/etcd-embed, fsync on, etcd's
+#     defaults): load the records, run the workloads with linearizable and
+#     serializable reads, stop it;
 #   - a 3-node Causeway site (bin/kvd processes, kvd's defaults, fsync on):
 #     load the same records, run the same workloads with CAUSAL and STRONG
 #     reads, recording the servers' histograms from /metrics, stop it.
 #     causeway-causal-raw (Causeway's gRPC API without the Go client's
 #     session token, a diagnostic of the session's cost) can be added to
 #     COMPARE_CAUSEWAY_MODES.
-# Finally ycsb report aggregates the rounds' JSON files into the comparison:
-# per point the median over the rounds and their range, the Causeway/etcd
-# ratios of the medians and the targets (markdown, JSON, PNG plot of the
-# median throughput against clients with min–max error bars).
+# With COMPARE_ETCD34=1 it then runs Debian's etcd 3.4 (etcd-server,
+# installed with apt-get if missing) once as a second reference, reported
+# apart. Finally ycsb report aggregates the rounds' JSON files into the
+# comparison: per point the median over the rounds and their range, the
+# Causeway/etcd ratios of the medians and the targets (markdown, JSON, PNG
+# plot of the median throughput against clients with min–max error bars).
 # One system runs at a time, so each has the whole machine. Everything started
 # here is stopped on exit (including Ctrl-C); the data directories are removed.
 #
@@ -38,12 +41,16 @@
 #   COMPARE_WAIT_QUIET [120]        seconds to wait for a 1-minute load average
 #                                   below half the CPUs before starting
 #   COMPARE_KEEP_DATA=1             keep the data directories and logs
-#   COMPARE_SKIP_INSTALL=1          fail instead of installing etcd
+#   COMPARE_ETCD34=1                also run Debian's etcd 3.4 (etcd on PATH)
+#   COMPARE_SKIP_INSTALL=1          with COMPARE_ETCD34=1: fail instead of
+#                                   installing etcd-server
 # The defaults take about 7 minutes a round on 2 cores (20-25 minutes in all).
 #
 # Outputs: $COMPARE_OUT/compare-$NAME.{md,json,png} (the comparison), each
 # round's runs ycsb-etcd-$NAME-rK.{json,md} and ycsb-causeway-$NAME-rK.{json,md},
-# and ycsb-floors-$NAME.json.
+# and ycsb-floors-$NAME.json; with COMPARE_ETCD34=1 also
+# ycsb-etcd34-$NAME.{json,md} and compare-etcd34-$NAME.{md,json,png} (the
+# same comparison against etcd 3.4).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -163,13 +170,22 @@ trap 'exit 130' INT TERM
 
 # ---- tools
 
-install_etcd() {
-	command -v etcd >/dev/null && command -v etcdctl >/dev/null && return 0
+# build_etcd builds bin/etcd-embed, the etcd member compared (bench/etcd).
+build_etcd() {
+	log "building bin/etcd-embed (bench/etcd)"
+	mkdir -p bin
+	(cd bench/etcd && go build -o ../../bin/etcd-embed .)
+}
+
+# install_etcd34 makes sure Debian's etcd 3.4 (etcd-server) is on PATH, for
+# COMPARE_ETCD34=1.
+install_etcd34() {
+	command -v etcd >/dev/null && return 0
 	[[ ${COMPARE_SKIP_INSTALL:-} != 1 ]] || die "etcd not found (COMPARE_SKIP_INSTALL=1)"
-	command -v apt-get >/dev/null || die "etcd not found and no apt-get: install etcd 3.4+ (etcd and etcdctl on PATH)"
-	log "installing etcd (apt-get install etcd-server etcd-client)"
+	command -v apt-get >/dev/null || die "etcd not found and no apt-get: install etcd 3.4 (etcd on PATH) or unset COMPARE_ETCD34"
+	log "installing etcd 3.4 (apt-get install etcd-server)"
 	sudo_if_needed apt-get update -qq
-	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
 	command -v etcd >/dev/null || die "etcd still not found after installing etcd-server"
 }
 
@@ -203,8 +219,12 @@ etcd_endpoints() {
 	(IFS=,; echo "${eps[*]}")
 }
 
+# start_etcd BINARY [ARG...] starts the three members with BINARY (bin/etcd-embed
+# or Debian's etcd), each with the extra ARGs, and waits until every member
+# answers /health.
 start_etcd() {
-	local n cluster=() p
+	local bin=$1 n cluster=() p
+	shift
 	for n in "${ETCD_NAMES[@]}"; do
 		for p in $(etcd_client_port "$n") $(etcd_peer_port "$n"); do
 			! port_busy "$p" || die "port $p (etcd $n) is in use"
@@ -218,17 +238,17 @@ start_etcd() {
 	[[ $arch == aarch64 ]] && export ETCD_UNSUPPORTED_ARCH=arm64
 	for n in "${ETCD_NAMES[@]}"; do
 		local c=$(etcd_client_port "$n") pp=$(etcd_peer_port "$n")
-		etcd --name "$n" --data-dir "$DIR/etcd/$n" \
+		"$bin" --name "$n" --data-dir "$DIR/etcd/$n" \
 			--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
 			--listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
 			--initial-cluster "$(IFS=,; echo "${cluster[*]}")" --initial-cluster-token "bench-compare-$$" \
-			--initial-cluster-state new --logger zap --log-outputs stderr \
+			--initial-cluster-state new "$@" \
 			>"$DIR/etcd/$n.log" 2>&1 </dev/null &
 		PIDS+=($!)
 		ETCD_PIDS+=($!)
 	done
 	local deadline=$((SECONDS + READY_TIMEOUT))
-	until ETCDCTL_API=3 etcdctl --endpoints "$(etcd_endpoints)" --command-timeout 2s endpoint health >/dev/null 2>&1; do
+	until etcd_healthy; do
 		for p in "${ETCD_PIDS[@]}"; do
 			kill -0 "$p" 2>/dev/null || {
 				tail -n 5 "$DIR"/etcd/*.log >&2
@@ -239,6 +259,15 @@ start_etcd() {
 		sleep 0.5
 	done
 	log "etcd cluster healthy: $(etcd_endpoints)"
+}
+
+# etcd_healthy succeeds once every member answers 200 on /health (it has a
+# leader and serves).
+etcd_healthy() {
+	local n
+	for n in "${ETCD_NAMES[@]}"; do
+		[[ $(http_status "http://127.0.0.1:$(etcd_client_port "$n")/health") == 200 ]] || return 1
+	done
 }
 
 # ---- Causeway
@@ -349,14 +378,15 @@ leaders() {
 NOTES=()
 ETCD_PIDS=()
 KVD_PIDS=()
-install_etcd
+build_etcd
+[[ ${COMPARE_ETCD34:-} != 1 ]] || install_etcd34
 log "building bin/kvd, bin/kvctl, bin/ycsb"
 run "${MAKE:-make}" --no-print-directory build >/dev/null
 run go build -o bin/ycsb ./bench/cmd/ycsb
 mkdir -p "$DIR" "$OUT"
 wait_quiet
 
-ETCD_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
+ETCD_VERSION=$(bin/etcd-embed --version | awk '{ print $2 }') # "etcd 3.7.3 (embed)"
 CW_VERSION=$(git describe --always --dirty 2>/dev/null || echo unknown)
 COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --value-size "$VALUE_SIZE"
 	--duration "$DURATION" --warmup "$WARMUP" --idle-sample "$IDLE_SAMPLE" --timeout 60m)
@@ -364,12 +394,12 @@ COMMON=(--workloads "$WORKLOADS" --clients "$CLIENTS" --records "$RECORDS" --val
 # etcd_round K starts a fresh etcd cluster, loads it, runs every point of
 # the etcd modes and stops it.
 etcd_round() {
-	log "round $1/$ROUNDS: etcd $ETCD_VERSION, 3 members"
-	start_etcd
+	log "round $1/$ROUNDS: etcd $ETCD_VERSION (embed), 3 members"
+	start_etcd bin/etcd-embed
 	run bin/ycsb run --round "$1" --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
 		--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
-		--title "etcd $ETCD_VERSION, 3 members, YCSB, round $1 of $ROUNDS" --version "etcd=$ETCD_VERSION" \
-		--note "etcd $ETCD_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+		--title "etcd $ETCD_VERSION (embed), 3 members, YCSB, round $1 of $ROUNDS" --version "etcd=$ETCD_VERSION (embed)" \
+		--note "etcd $ETCD_VERSION (embed): bin/etcd-embed (bench/etcd, go.etcd.io/etcd/server/v3 embed), 3 members on loopback, defaults (fsync on, snapshot-count 10000), data in $DIR/etcd" \
 		--json "$OUT/ycsb-etcd-$NAME-r$1.json" --out "$OUT/ycsb-etcd-$NAME-r$1.md"
 	stop_pids "${ETCD_PIDS[@]}"
 	PIDS=()
@@ -398,11 +428,27 @@ log "floors"
 run bin/ycsb floors --dir "$DIR" --json "$OUT/ycsb-floors-$NAME.json" --out /dev/null
 
 INPUTS=$OUT/ycsb-floors-$NAME.json
+CW_INPUTS=
 for ((round = 1; round <= ROUNDS; round++)); do
 	etcd_round "$round"
 	causeway_round "$round"
 	INPUTS+=",$OUT/ycsb-etcd-$NAME-r$round.json,$OUT/ycsb-causeway-$NAME-r$round.json"
+	CW_INPUTS+=",$OUT/ycsb-causeway-$NAME-r$round.json"
 done
+
+if [[ ${COMPARE_ETCD34:-} == 1 ]]; then
+	ETCD34_VERSION=$(etcd --version 2>/dev/null | awk '/etcd Version/ { print $3 }')
+	log "etcd $ETCD34_VERSION (Debian): 3 members, second reference"
+	start_etcd etcd --logger zap --log-outputs stderr
+	run bin/ycsb run --modes "$ETCD_MODES" --etcd-endpoints "$(etcd_endpoints)" "${COMMON[@]}" \
+		--server-pids "$(IFS=,; echo "${ETCD_PIDS[*]}")" \
+		--title "etcd $ETCD34_VERSION (Debian etcd-server), 3 members, YCSB" --version "etcd=$ETCD34_VERSION (Debian)" \
+		--note "etcd $ETCD34_VERSION (Debian etcd-server), 3 members on loopback, defaults (fsync on, snapshot-count 100000), data in $DIR/etcd" \
+		--json "$OUT/ycsb-etcd34-$NAME.json" --out "$OUT/ycsb-etcd34-$NAME.md"
+	stop_pids "${ETCD_PIDS[@]}"
+	PIDS=()
+	ETCD_PIDS=()
+fi
 
 REPORT_NOTES=()
 for n in "${NOTES[@]+"${NOTES[@]}"}"; do REPORT_NOTES+=(--note "$n"); done
@@ -411,4 +457,11 @@ run bin/ycsb report --in "$INPUTS" \
 	--note "one system at a time on the same machine, $ROUNDS round(s) alternating the systems (etcd round 1, Causeway round 1, etcd round 2, ...), each system started afresh and loaded in every round; the benchmark client runs on the same machine" \
 	"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
 	--json "$OUT/compare-$NAME.json" --out "$OUT/compare-$NAME.md" --plot "$OUT/compare-$NAME.png"
+if [[ ${COMPARE_ETCD34:-} == 1 ]]; then
+	run bin/ycsb report --in "$OUT/ycsb-floors-$NAME.json,$OUT/ycsb-etcd34-$NAME.json$CW_INPUTS" \
+		--title "Causeway vs etcd $ETCD34_VERSION (Debian): YCSB on one machine, 3 nodes each" \
+		--note "second reference: Debian's etcd $ETCD34_VERSION, run once after the rounds, one system at a time" \
+		"${REPORT_NOTES[@]+"${REPORT_NOTES[@]}"}" \
+		--json "$OUT/compare-etcd34-$NAME.json" --out "$OUT/compare-etcd34-$NAME.md" --plot "$OUT/compare-etcd34-$NAME.png"
+fi
 log "done: $OUT/compare-$NAME.md"

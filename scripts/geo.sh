@@ -7,17 +7,17 @@
 #   scripts/geo.sh status   show which nodes run
 #
 # Site sI (I = 1, 2, 3) uses ports from B = 7379 + 1000*(I-1): 7379, 8379,
-# 9379. Node nK of a site listens on B + 10*(K-1) (client), +1 (http), +2
-# (peer), +3 (gossip). s1's n1 creates the cluster; the first node of s2 and
-# s3 joins it (--join-cluster); the other nodes of a site join their site's
-# n1 (--join). Data in data/geo/sI/nK, logs in data/geo/sI-nK.log. The data
+# 9379 (GEO_PORT_BASE replaces 7379). Node nK of a site listens on
+# B + 10*(K-1) (client), +1 (http), +2 (peer), +3 (gossip). s1's n1 creates
+# the cluster; the first node of s2 and s3 joins it (--join-cluster); the
+# other nodes of a site join their site's n1 (--join). Data in data/geo/sI/nK, logs in data/geo/sI-nK.log. The data
 # survives down/up; delete data/geo to start afresh.
 #
 # Environment: GEO_NODES (nodes per site, 1 or more, default 1), GEO_WAN
 # (the --simulate-wan spec, default '*=40ms±5ms' one way; empty: none),
 # GEO_DIR (data and logs, default data/geo), GEO_READY_TIMEOUT (seconds,
-# default 90), GEO_STOP_TIMEOUT (seconds, default 30), GEO_NO_BUILD=1 to
-# skip building.
+# default 90), GEO_STOP_TIMEOUT (seconds, default 30), GEO_PORT_BASE (s1's
+# first port, default 7379), GEO_NO_BUILD=1 to skip building.
 #
 # The simulated WAN and --debug-faults (kvctl debug partition) are test and
 # demo features: see docs/operations.md.
@@ -34,6 +34,7 @@ KVD=bin/kvd
 KVCTL=bin/kvctl
 SITES=(s1 s2 s3)
 NODES_PER_SITE=${GEO_NODES:-1}
+PORT_BASE=${GEO_PORT_BASE:-7379}
 WAN=${GEO_WAN-*=40ms±5ms}
 READY_TIMEOUT=${GEO_READY_TIMEOUT:-90}
 STOP_TIMEOUT=${GEO_STOP_TIMEOUT:-30}
@@ -44,6 +45,7 @@ die() {
 }
 
 [[ $NODES_PER_SITE =~ ^[1-9]$ ]] || die "GEO_NODES=$NODES_PER_SITE: want 1 to 9"
+[[ $PORT_BASE =~ ^[1-9][0-9]*$ ]] && ((PORT_BASE + 2100 < 65536)) || die "GEO_PORT_BASE=$PORT_BASE: want a port below 63436"
 
 NODES=()
 for s in "${SITES[@]}"; do
@@ -54,7 +56,7 @@ done
 base() {
 	local site=${1%-*} node=${1#*-}
 	local i=${site#s} k=${node#n}
-	echo $((7379 + 1000 * (i - 1) + 10 * (k - 1)))
+	echo $((PORT_BASE + 1000 * (i - 1) + 10 * (k - 1)))
 }
 
 client_addr() { echo "127.0.0.1:$(base "$1")"; }
