@@ -261,6 +261,7 @@ func (s *Server) Start() (err error) {
 	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = s.cfg.Shard.HeartbeatTimeout, s.cfg.Shard.ElectionTimeout, s.cfg.Shard.LeaderLeaseTimeout
 	if ccfg.HeartbeatTimeout < time.Second {
 		ccfg.RebalanceInterval = 200 * time.Millisecond
+		ccfg.LeaderBalanceInterval = 2 * time.Second
 	}
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
 		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
