@@ -38,6 +38,10 @@ type Config struct {
 	// BatchEntries and BatchBytes bound one shipped batch (one raft entry
 	// at the receiver).
 	BatchEntries, BatchBytes int
+	// InFlight is how many batches of one stream (shard and origin) a
+	// shipper sends to the next site before the first is answered; 1 is
+	// stop-and-wait.
+	InFlight int
 	// LogCapBytes caps each origin's part of a shard's outbound log; a
 	// site that needs what the cap dropped is repaired by anti-entropy.
 	LogCapBytes uint64
@@ -62,7 +66,7 @@ func DefaultConfig() Config {
 	return Config{
 		HeartbeatEvery: 500 * time.Millisecond, CloseEvery: 2 * time.Second,
 		SkipAfter: 5 * time.Second, CallTimeout: 3 * time.Second, PingEvery: time.Second,
-		BatchEntries: 512, BatchBytes: 1 << 20, LogCapBytes: 256 << 20,
+		BatchEntries: 512, BatchBytes: 1 << 20, InFlight: 4, LogCapBytes: 256 << 20,
 		DepWait: time.Second, StableEvery: 200 * time.Millisecond, AckEvery: 50 * time.Millisecond,
 		AntiEntropyEvery: 5 * time.Minute, ReconcileEvery: 200 * time.Millisecond,
 	}
@@ -84,6 +88,9 @@ func (c *Config) fill() {
 	}
 	if c.BatchBytes <= 0 {
 		c.BatchBytes = d.BatchBytes
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = d.InFlight
 	}
 	if c.LogCapBytes == 0 {
 		c.LogCapBytes = d.LogCapBytes

@@ -17,6 +17,7 @@ type Metrics struct {
 	aeSec                  prometheus.Histogram
 	shipped                *prometheus.CounterVec
 	batches                *prometheus.CounterVec
+	pipelined, resent      *prometheus.CounterVec
 	shipSec                prometheus.Histogram
 	stabilitySec           prometheus.Histogram
 	rtt                    *prometheus.GaugeVec
@@ -58,6 +59,10 @@ func newMetrics() *Metrics {
 			"Updates shipped to the next site of a chain, per destination site.")), []string{"site"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts(o("ship_batches_total",
 			"Ship calls to the next site of a chain (batches, heartbeats), per destination site and result.")), []string{"site", "result"}),
+		pipelined: prometheus.NewCounterVec(prometheus.CounterOpts(o("ship_pipelined_total",
+			"Batches shipped to the next site of a chain while an earlier batch of the same stream was still unanswered, per destination site.")), []string{"site"}),
+		resent: prometheus.NewCounterVec(prometheus.CounterOpts(o("ship_window_resets_total",
+			"Times a shipper dropped its batches in flight (an error, or an answer behind what was sent) and went on from the destination's acknowledged progress, per destination site.")), []string{"site"}),
 		shipSec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "ship_seconds",
 			Help: "Round trip of a shipped batch, applied at the receiving site.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14)}),
 		stabilitySec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "stability_seconds",
@@ -72,6 +77,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.shipSec, m.stabilitySec, m.rtt)
+		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt)
 	return m
 }

@@ -101,10 +101,6 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	for len(writes) > 0 && writes[0].Seq <= p.Seq {
 		writes = writes[1:] // applied already
 	}
-	// Apply the ready part of the batch, then wait for the first blocked
-	// update's dependencies (they usually arrive meanwhile in another
-	// shard's stream, which may itself wait for the part just applied) and
-	// go on, until the batch is applied or the wait times out.
 	deadline := time.Now().Add(s.cfg.DepWait)
 	if d, ok := ctx.Deadline(); ok {
 		// Answer well inside the sender's deadline: a reply that applied
@@ -113,6 +109,26 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 			deadline = half
 		}
 	}
+	if len(writes) > 0 && writes[0].Seq > p.Seq+1 {
+		// The sender has several batches of the stream in flight
+		// (Config.InFlight) and this one overtook an earlier one: wait
+		// for it, as for a dependency. If it does not come, nothing of
+		// this batch is applied and the sender resends from the progress
+		// in the answer.
+		p = s.waitOrigin(ctx, g, u.Origin, writes[0].Seq-1, deadline)
+		for len(writes) > 0 && writes[0].Seq <= p.Seq {
+			writes = writes[1:]
+		}
+		if len(writes) > 0 && writes[0].Seq > p.Seq+1 {
+			resp.Error = fmt.Sprintf("update %d of %s waits for update %d (an earlier batch did not arrive)", writes[0].Seq, u.Origin, p.Seq+1)
+			writes = nil                            // the loop below applies nothing
+			u = &peerv1.Replicate{Origin: u.Origin} // nor its close
+		}
+	}
+	// Apply the ready part of the batch, then wait for the first blocked
+	// update's dependencies (they usually arrive meanwhile in another
+	// shard's stream, which may itself wait for the part just applied) and
+	// go on, until the batch is applied or the wait times out.
 	for {
 		n, why := s.depsReady(ctx, g, sh, u.Origin, writes, deadline)
 		cmd := &peerv1.Replicate{Origin: u.Origin, Writes: writes[:n], LocalHlc: stampNow(g, writes[:n])}
@@ -150,6 +166,27 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	// collects by the stable progress it receives.
 	s.proposeStable(context.WithoutCancel(ctx), g, k, st)
 	return resp, nil
+}
+
+// waitOrigin waits until g applied origin's updates up to seq, or
+// deadline passes, and returns origin's progress.
+func (s *Service) waitOrigin(ctx context.Context, g *shard.Group, origin string, seq uint64, deadline time.Time) storage.Progress {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for {
+		geo := g.Geo()
+		p := geo.Origins[origin]
+		if p.Seq >= seq {
+			return p
+		}
+		select {
+		case <-ctx.Done():
+			return p
+		case <-t.C:
+			return p
+		case <-geo.Changed:
+		}
+	}
 }
 
 // depsReady returns how many of writes have their dependencies applied at

@@ -28,16 +28,64 @@ func (s *Service) selfProgress(g *shard.Group, origin string) (storage.Progress,
 	return geo.Origins[origin], geo.Changed, geo.Stable
 }
 
+// shipCall is one Ship call of a shipper, answered or in flight.
+type shipCall struct {
+	target string
+	req    *peerv1.ShipRequest
+	next   uint64 // the first sequence number the call covers
+	last   uint64 // the last write it carries (next-1 if none)
+	start  time.Time
+	done   chan struct{} // closed when resp, err are set
+	resp   *peerv1.ShipResponse
+	err    error
+}
+
 // ship runs while this node leads g: it sends origin's updates to the
 // next reachable site of origin's chain.
+//
+// Up to InFlight calls of the stream are in flight at once: while the
+// first is unanswered, new writes go out in further calls, each starting
+// after the last write already in flight. Answers are taken in the order
+// the calls were sent. An error, or an answer whose progress is behind
+// what its call carried, drops the window: nothing more is sent until
+// every call in flight is answered, and shipping goes on from the
+// progress the target acknowledged (the receiver skips duplicates).
+// Probes, heartbeats, repairs and renumbering happen only with nothing in
+// flight.
 func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 	st := s.stream(k)
 	st.mu.Lock()
 	st.probed = map[string]bool{} // a new leader learns every site's progress first
 	st.mu.Unlock()
+	cctx, cancel := context.WithCancel(ctx)
+	var inflight []*shipCall
+	defer func() {
+		cancel()
+		for _, c := range inflight {
+			<-c.done
+		}
+	}()
+	reset := false // the window was dropped: drain it before sending again
 	lastWrite := time.Now()
 	var lastLocal storage.Progress
 	for ctx.Err() == nil {
+		if len(inflight) > 0 {
+			select {
+			case <-inflight[0].done:
+				c := inflight[0]
+				inflight = inflight[1:]
+				if !s.shipped(ctx, k, st, c) && !reset {
+					reset = true
+					if len(inflight) > 0 {
+						s.m.resent.WithLabelValues(c.target).Inc()
+					}
+				}
+				continue
+			default:
+			}
+		} else {
+			reset = false
+		}
 		if !g.IsLeader() {
 			return
 		}
@@ -81,6 +129,28 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 
 		req := &peerv1.ShipRequest{Keyspace: k.sh.Keyspace, Shard: k.sh.ID, FromSite: s.cfg.Site,
 			Updates: &peerv1.Replicate{Origin: k.origin}, StableSeq: stable.Seq, StableHlc: stable.HLC}
+		if len(inflight) > 0 {
+			// Calls in flight: send the writes after the last of them,
+			// if the window has room, else wait for the first answer.
+			c := s.pipelined(g, k, req, inflight, reset, target, tk, self, probed)
+			if c == nil {
+				t := time.NewTimer(s.cfg.HeartbeatEvery)
+				select {
+				case <-ctx.Done():
+				case <-inflight[0].done:
+				case <-changed:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
+			st.mu.Lock()
+			req.Known = progressList(st.known, chain)
+			st.mu.Unlock()
+			s.m.pipelined.WithLabelValues(target).Inc()
+			inflight = append(inflight, s.call(cctx, c))
+			continue
+		}
 		if probed && k.origin == s.cfg.Site && tk.Seq > self.Seq {
 			// target applied more of this site's writes than this replica
 			// numbered: the replica lost its data. Number the next writes
@@ -92,8 +162,8 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 			sleep(ctx, s.cfg.HeartbeatEvery)
 			continue
 		}
+		next := tk.Seq + 1
 		if probed {
-			next := tk.Seq + 1
 			if self.Seq >= next {
 				writes, first, err := s.readOutbound(g, k.origin, next)
 				if err != nil {
@@ -147,64 +217,107 @@ func (s *Service) ship(ctx context.Context, g *shard.Group, k streamKey) {
 		st.mu.Lock()
 		req.Known = progressList(st.known, chain)
 		st.mu.Unlock()
+		c := &shipCall{target: target, req: req, next: next, last: next - 1}
+		if n := len(req.Updates.Writes); n > 0 {
+			c.last = req.Updates.Writes[n-1].Seq
+		}
+		inflight = append(inflight, s.call(cctx, c))
+	}
+}
 
-		start := time.Now()
-		resp, err := s.send(ctx, target, req)
-		if err != nil || resp.NotHeld {
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil {
-				err = errors.New("the site does not hold the keyspace (yet)")
-			}
-			st.mu.Lock()
-			skippedNow := st.links.fail(target, time.Now(), s.cfg.SkipAfter)
-			st.mu.Unlock()
-			s.m.batches.WithLabelValues(target, "error").Inc()
-			if skippedNow {
-				s.m.skips.WithLabelValues(target).Inc()
-				s.log.Warn("skipping an unreachable site in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target, "after", s.cfg.SkipAfter, "err", err)
-			} else {
-				s.log.Debug("shipping failed", "shard", k.sh.String(), "origin", k.origin, "site", target, "err", err)
-			}
-			sleep(ctx, min(s.cfg.HeartbeatEvery, 200*time.Millisecond))
-			continue
+// pipelined returns the next call of a window with calls in flight: the
+// writes after the last one in flight, to the same target, or nil if the
+// window is full or being drained, or there is nothing to send yet.
+func (s *Service) pipelined(g *shard.Group, k streamKey, req *peerv1.ShipRequest, inflight []*shipCall, reset bool, target string, tk, self storage.Progress, probed bool) *shipCall {
+	if reset || len(inflight) >= s.cfg.InFlight || !probed || inflight[0].target != target {
+		return nil
+	}
+	next := max(inflight[len(inflight)-1].last, tk.Seq) + 1
+	if self.Seq < next {
+		return nil
+	}
+	writes, first, err := s.readOutbound(g, k.origin, next)
+	if err != nil || len(writes) == 0 || first > next {
+		return nil // dealt with once the window drained
+	}
+	req.Updates.Writes = writes
+	last := writes[len(writes)-1].Seq
+	if last == self.Seq && self.HLC > tk.HLC {
+		req.Updates.ClosedSeq, req.Updates.ClosedHlc = self.Seq, self.HLC
+	}
+	return &shipCall{target: target, req: req, next: next, last: last}
+}
+
+// call sends c in the background; c.done is closed when it is answered.
+func (s *Service) call(ctx context.Context, c *shipCall) *shipCall {
+	c.start, c.done = time.Now(), make(chan struct{})
+	go func() {
+		defer close(c.done)
+		c.resp, c.err = s.send(ctx, c.target, c.req)
+	}()
+	return c
+}
+
+// shipped takes the answer to c. It reports whether the target applied
+// everything c carried (else the shipper drops its window).
+func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipCall) bool {
+	target, resp, err := c.target, c.resp, c.err
+	if err != nil || resp.NotHeld {
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			err = errors.New("the site does not hold the keyspace (yet)")
 		}
 		st.mu.Lock()
-		if st.links.ok(target) {
-			s.m.rejoins.WithLabelValues(target).Inc()
-			s.log.Info("a skipped site is back in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target)
-		}
-		st.probed[target] = true
-		st.lastSent[target] = time.Now()
+		skippedNow := st.links.fail(target, time.Now(), s.cfg.SkipAfter)
 		st.mu.Unlock()
-		// The receiver's NextSeq is its own progress.
-		known := resp.Known
-		if resp.NextSeq > 0 {
-			found := false
-			for _, p := range known {
-				if p.GetSite() == target {
-					found = true
-				}
-			}
-			if !found {
-				known = append(known, &peerv1.OriginProgress{Site: target, Seq: resp.NextSeq - 1})
+		s.m.batches.WithLabelValues(target, "error").Inc()
+		if skippedNow {
+			s.m.skips.WithLabelValues(target).Inc()
+			s.log.Warn("skipping an unreachable site in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target, "after", s.cfg.SkipAfter, "err", err)
+		} else {
+			s.log.Debug("shipping failed", "shard", k.sh.String(), "origin", k.origin, "site", target, "err", err)
+		}
+		sleep(ctx, min(s.cfg.HeartbeatEvery, 200*time.Millisecond))
+		return false
+	}
+	st.mu.Lock()
+	if st.links.ok(target) {
+		s.m.rejoins.WithLabelValues(target).Inc()
+		s.log.Info("a skipped site is back in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target)
+	}
+	st.probed[target] = true
+	st.lastSent[target] = time.Now()
+	st.mu.Unlock()
+	// The receiver's NextSeq is its own progress.
+	known := resp.Known
+	if resp.NextSeq > 0 {
+		found := false
+		for _, p := range known {
+			if p.GetSite() == target {
+				found = true
 			}
 		}
-		st.noteKnown(target, known)
-		n := len(req.Updates.Writes)
-		s.m.batches.WithLabelValues(target, "ok").Inc()
-		if n > 0 {
-			s.m.shipped.WithLabelValues(target).Add(float64(n))
-			s.m.shipSec.Observe(time.Since(start).Seconds())
-		}
-		if resp.Error != "" {
-			s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "site", target, "reason", resp.Error)
-			if resp.NextSeq <= tk.Seq+1 {
-				sleep(ctx, 20*time.Millisecond) // nothing applied: do not spin
-			}
+		if !found {
+			known = append(known, &peerv1.OriginProgress{Site: target, Seq: resp.NextSeq - 1})
 		}
 	}
+	st.noteKnown(target, known)
+	n := len(c.req.Updates.Writes)
+	s.m.batches.WithLabelValues(target, "ok").Inc()
+	if n > 0 {
+		s.m.shipped.WithLabelValues(target).Add(float64(n))
+		s.m.shipSec.Observe(time.Since(c.start).Seconds())
+	}
+	if resp.Error != "" {
+		s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "site", target, "reason", resp.Error)
+		if resp.NextSeq <= c.next {
+			sleep(ctx, 20*time.Millisecond) // nothing applied: do not spin
+		}
+		return false
+	}
+	return resp.NextSeq > c.last
 }
 
 // renumber moves this site's next write sequence number past p (the
