@@ -96,45 +96,8 @@ die() {
 
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-# port_busy PORT succeeds if something accepts TCP connections on it.
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# http_status URL prints the HTTP status code of a GET (000 if none), with
-# curl, wget or bash's /dev/tcp.
-http_status() {
-	if command -v curl >/dev/null; then
-		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
-	elif command -v wget >/dev/null; then
-		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
-	else
-		local rest=${1#http://} hostport path code
-		hostport=${rest%%/*} path=/${rest#*/}
-		code=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" && printf "GET %s HTTP/1.0\r\n\r\n" "$2" >&3 && read -r _ c _ <&3 && echo "$c"' _ "$hostport" "$path" 2>/dev/null) || true
-		echo "${code:-000}"
-	fi
-}
-
-# stop_pids PID... sends SIGTERM, waits up to STOP_TIMEOUT seconds, then SIGKILL.
-stop_pids() {
-	local pid alive end
-	(($# > 0)) || return 0
-	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-	end=$((SECONDS + STOP_TIMEOUT))
-	while :; do
-		alive=0
-		for pid in "$@"; do
-			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-		done
-		((alive)) || break
-		if ((SECONDS >= end)); then
-			log "still running after ${STOP_TIMEOUT}s; sending SIGKILL to $*"
-			for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
-			break
-		fi
-		sleep 0.3
-	done
-	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 # run CMD... runs a long command in the background and waits for it, so
 # that a signal to this script is handled at once (bash runs traps only
@@ -187,25 +150,6 @@ install_etcd34() {
 	sudo_if_needed apt-get update -qq
 	sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
 	command -v etcd >/dev/null || die "etcd still not found after installing etcd-server"
-}
-
-wait_quiet() {
-	local cpus load end
-	cpus=$(nproc)
-	end=$((SECONDS + WAIT_QUIET))
-	while :; do
-		load=$(cut -d' ' -f1 /proc/loadavg)
-		if awk -v l="$load" -v c="$cpus" 'BEGIN { exit !(l < c / 2) }'; then
-			return 0
-		fi
-		if ((SECONDS >= end)); then
-			log "warning: load average $load on $cpus CPUs: the machine is busy, results will be skewed"
-			NOTES+=("the machine was busy when the run started: 1-minute load average $load on $cpus CPUs")
-			return 0
-		fi
-		log "waiting for a quiet machine (load average $load on $cpus CPUs)"
-		sleep 10
-	done
 }
 
 # ---- etcd
@@ -385,6 +329,7 @@ run "${MAKE:-make}" --no-print-directory build >/dev/null
 run go build -o bin/ycsb ./bench/cmd/ycsb
 mkdir -p "$DIR" "$OUT"
 wait_quiet
+[[ -z $BUSY ]] || NOTES+=("$BUSY")
 
 ETCD_VERSION=$(bin/etcd-embed --version | awk '{ print $2 }') # "etcd 3.7.3 (embed)"
 CW_VERSION=$(git describe --always --dirty 2>/dev/null || echo unknown)

@@ -80,37 +80,8 @@ die() {
 
 [[ $DELAY =~ ^[0-9]+(\.[0-9]+)?(ms|s)$ ]] || die "GEO_COMPARE_DELAY=$DELAY: want a delay such as 50ms"
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-http_status() {
-	if command -v curl >/dev/null; then
-		curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true
-	else
-		wget -q -T 2 -O /dev/null "$1" 2>/dev/null && echo 200 || echo 000
-	fi
-}
-
-# stop_pids PID... sends SIGTERM, waits up to STOP_TIMEOUT seconds, then SIGKILL.
-stop_pids() {
-	local pid alive end
-	(($# > 0)) || return 0
-	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-	end=$((SECONDS + STOP_TIMEOUT))
-	while :; do
-		alive=0
-		for pid in "$@"; do
-			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
-		done
-		((alive)) || break
-		if ((SECONDS >= end)); then
-			log "still running after ${STOP_TIMEOUT}s; sending SIGKILL to $*"
-			for pid in "$@"; do kill -KILL "$pid" 2>/dev/null || true; done
-			break
-		fi
-		sleep 0.3
-	done
-	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 # run CMD... runs a command in the background, bounded by STEP_TIMEOUT, and
 # waits for it, so that a signal to this script is handled at once.
@@ -202,26 +173,6 @@ ycsb_b() {
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 	PIDS=("${PIDS[@]:0:${#PIDS[@]}-${#pids[@]}}")
 	((rc == 0)) || die "YCSB-B at every site at once failed (logs: $DIR/ycsb-all-s*.log)"
-}
-
-# wait_quiet waits up to WAIT_QUIET seconds for the 1-minute load average to
-# drop below half the CPUs; a busy machine is noted in the report.
-BUSY=
-wait_quiet() {
-	local cpus load end
-	cpus=$(nproc)
-	end=$((SECONDS + WAIT_QUIET))
-	while :; do
-		load=$(cut -d' ' -f1 /proc/loadavg)
-		awk -v l="$load" -v c="$cpus" 'BEGIN { exit !(l < c / 2) }' && return 0
-		if ((SECONDS >= end)); then
-			log "warning: load average $load on $cpus CPUs: the machine is busy, results will be skewed"
-			BUSY="the machine was busy when the run started (1-minute load average $load on $cpus CPUs)"
-			return 0
-		fi
-		log "waiting for a quiet machine (load average $load on $cpus CPUs)"
-		sleep 10
-	done
 }
 
 # ---- etcd

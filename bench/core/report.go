@@ -150,3 +150,19 @@ func (s Spread) Format(f string) string {
 	}
 	return out
 }
+
+// WriteFile writes through fn to path; "-" writes to stdout.
+func WriteFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
+	if path == "-" {
+		return fn(stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

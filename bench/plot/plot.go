@@ -176,16 +176,21 @@ func WritePNG(r *ycsbrun.Report, path string) error {
 	if err != nil {
 		return err
 	}
-	cols := min(2, len(plots))
-	rows := (len(plots) + cols - 1) / cols
-	const tileW, tileH = 5 * vg.Inch, 3.6 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(tileW*vg.Length(cols), tileH*vg.Length(rows)+0.4*vg.Inch), vgimg.UseDPI(110))
-	dc := draw.New(img)
-	// A title line above the panels.
 	title := r.Title
 	if title == "" {
 		title = "YCSB throughput"
 	}
+	return SavePNG(Grid(title, plots, 5*vg.Inch), path)
+}
+
+// Grid draws plots in a grid of two columns, each tileWidth wide, under a
+// title line.
+func Grid(title string, plots []*gplot.Plot, tileWidth vg.Length) *vgimg.Canvas {
+	cols := max(1, min(2, len(plots)))
+	rows := (len(plots) + cols - 1) / cols
+	const tileH = 3.6 * vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(tileWidth*vg.Length(cols), tileH*vg.Length(rows)+0.4*vg.Inch), vgimg.UseDPI(110))
+	dc := draw.New(img)
 	font := gplot.DefaultFont
 	font.Size = vg.Points(13)
 	ts := draw.TextStyle{Color: color.Black, Font: font, XAlign: draw.XCenter, YAlign: draw.YTop, Handler: gplot.DefaultTextHandler}
@@ -210,7 +215,7 @@ func WritePNG(r *ycsbrun.Report, path string) error {
 			}
 		}
 	}
-	return SavePNG(img, path)
+	return img
 }
 
 // SavePNG writes img to path as a PNG.

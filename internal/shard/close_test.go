@@ -3,20 +3,13 @@ package shard
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
-	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/poll"
-	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // TestProposalsEndWhenTheGroupCloses: every proposal in flight when a
@@ -26,21 +19,7 @@ import (
 // leader); Group.wait stops waiting on them once raft is down.
 func TestProposalsEndWhenTheGroupCloses(t *testing.T) {
 	dir := t.TempDir()
-	db, logs := testStores(t, dir)
-	cfg := DefaultConfig()
-	cfg.SnapshotDir = filepath.Join(dir, "snapshots")
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-	cfg.GCInterval, cfg.DigestInterval = 0, 0
-	_, trans := raft.NewInmemTransport("n1")
-	g, err := Open(storage.ShardID{Keyspace: "default", Shard: 0}, cfg, Deps{
-		Bootstrap: true, Generation: 1,
-		DB: db, LogDB: logs, NodeID: "n1", Transport: trans,
-		Clock:  causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) }),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := openAlone(t, dir, testConfig(dir))
 	poll.Until(t, 10*time.Second, "the replica leads", poll.True(g.IsLeader))
 
 	const writers = 32

@@ -19,6 +19,34 @@ import (
 
 // testStores opens the state database, raft.db and the write-ahead log of
 // one node in dir.
+// testConfig is a one-node group's configuration with short raft timings
+// and no background garbage collection or digests.
+func testConfig(dir string) Config {
+	cfg := DefaultConfig()
+	cfg.SnapshotDir = filepath.Join(dir, "snapshots")
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cfg.GCInterval, cfg.DigestInterval = 0, 0
+	return cfg
+}
+
+// openAlone bootstraps shard default/0 as the only voter on node n1 with
+// fresh stores under dir.
+func openAlone(t *testing.T, dir string, cfg Config) *Group {
+	t.Helper()
+	db, logs := testStores(t, dir)
+	_, trans := raft.NewInmemTransport("n1")
+	g, err := Open(storage.ShardID{Keyspace: "default", Shard: 0}, cfg, Deps{
+		Bootstrap: true, Generation: 1,
+		DB: db, LogDB: logs, NodeID: "n1", Transport: trans,
+		Clock:  causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) }),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func testStores(t *testing.T, dir string) (*storage.DB, *storage.RaftLogs) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -59,10 +87,7 @@ func testStores(t *testing.T, dir string) (*storage.DB, *storage.RaftLogs) {
 func TestOpenGenerations(t *testing.T) {
 	dir := t.TempDir()
 	db, logs := testStores(t, dir)
-	cfg := DefaultConfig()
-	cfg.SnapshotDir = filepath.Join(dir, "snapshots")
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-	cfg.GCInterval, cfg.DigestInterval = 0, 0
+	cfg := testConfig(dir)
 	id := storage.ShardID{Keyspace: "default", Shard: 0}
 	open := func(d Deps) (*Group, error) {
 		_, trans := raft.NewInmemTransport("n1")

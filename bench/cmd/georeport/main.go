@@ -26,6 +26,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/causeway-db/causeway/bench/core"
 )
 
 // multiFlag collects a repeated flag.
@@ -59,7 +61,7 @@ func main() {
 	if r.Title == "" {
 		r.Title = fmt.Sprintf("Causeway vs a stretched etcd: %d sites, %v one way", *sites, *delay)
 	}
-	if err := write(*out, r.writeMarkdown); err != nil {
+	if err := core.WriteFile(*out, os.Stdout, r.writeMarkdown); err != nil {
 		fmt.Fprintln(os.Stderr, "georeport:", err)
 		os.Exit(1)
 	}

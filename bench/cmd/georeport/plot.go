@@ -9,7 +9,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	benchplot "github.com/causeway-db/causeway/bench/plot"
 )
@@ -194,34 +193,5 @@ func (r *report) writePNG(path string) error {
 	if len(plots) == 0 {
 		return fmt.Errorf("nothing to plot")
 	}
-	cols := min(2, len(plots))
-	rows := (len(plots) + cols - 1) / cols
-	const tileW, tileH = 5.5 * vg.Inch, 3.6 * vg.Inch
-	img := vgimg.NewWith(vgimg.UseWH(tileW*vg.Length(cols), tileH*vg.Length(rows)+0.4*vg.Inch), vgimg.UseDPI(110))
-	dc := draw.New(img)
-	font := gplot.DefaultFont
-	font.Size = vg.Points(13)
-	ts := draw.TextStyle{Color: color.Black, Font: font, XAlign: draw.XCenter, YAlign: draw.YTop, Handler: gplot.DefaultTextHandler}
-	dc.FillText(ts, vg.Point{X: dc.Max.X / 2, Y: dc.Max.Y - vg.Points(4)}, r.Title)
-	body := draw.Crop(dc, 0, 0, 0, -0.4*vg.Inch)
-	grid := make([][]*gplot.Plot, rows)
-	for i := range grid {
-		grid[i] = make([]*gplot.Plot, cols)
-		for j := range cols {
-			if k := i*cols + j; k < len(plots) {
-				grid[i][j] = plots[k]
-			}
-		}
-	}
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadTop: vg.Points(4), PadBottom: vg.Points(4),
-		PadLeft: vg.Points(4), PadRight: vg.Points(10), PadX: vg.Points(12), PadY: vg.Points(12)}
-	canvases := gplot.Align(grid, tiles, body)
-	for i := range grid {
-		for j := range grid[i] {
-			if grid[i][j] != nil {
-				grid[i][j].Draw(canvases[i][j])
-			}
-		}
-	}
-	return benchplot.SavePNG(img, path)
+	return benchplot.SavePNG(benchplot.Grid(r.Title, plots, 5.5*vg.Inch), path)
 }

@@ -419,19 +419,3 @@ func pairOf(g *geobench) string {
 	}
 	return pair(g.Puts)
 }
-
-// write writes through fn to path ("-" is stdout).
-func write(path string, fn func(io.Writer) error) error {
-	if path == "-" {
-		return fn(os.Stdout)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}

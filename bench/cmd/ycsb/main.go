@@ -125,32 +125,16 @@ func parseClients(s string) ([]int, error) {
 	return out, nil
 }
 
-// writeFile writes through fn to path ("-" is stdout).
-func writeFile(path string, stdout io.Writer, fn func(io.Writer) error) error {
-	if path == "-" {
-		return fn(stdout)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // outputs writes the report's JSON, markdown and plot where asked.
 func outputs(rep *ycsbrun.Report, jsonPath, mdPath, plotPath string, stdout, stderr io.Writer) error {
 	if jsonPath != "" {
-		if err := writeFile(jsonPath, stdout, rep.WriteJSON); err != nil {
+		if err := core.WriteFile(jsonPath, stdout, rep.WriteJSON); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", jsonPath)
 	}
 	if mdPath != "" {
-		if err := writeFile(mdPath, stdout, rep.WriteMarkdown); err != nil {
+		if err := core.WriteFile(mdPath, stdout, rep.WriteMarkdown); err != nil {
 			return err
 		}
 		if mdPath != "-" {
