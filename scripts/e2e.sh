@@ -19,6 +19,11 @@ cleanup() {
 			echo "--- last log lines of causeway-$n" >&2
 			docker logs --tail 15 "causeway-$n" 2>&1 | cut -c1-300 >&2 || true
 		done
+		# The test's own verdict last, where a truncated log still shows it.
+		if [[ -f bin/e2e.out ]]; then
+			echo "--- what the test reported" >&2
+			grep -E '^\s+compose_test\.go|^--- (FAIL|PASS)|^panic|^FAIL' bin/e2e.out | tail -25 | cut -c1-400 >&2 || true
+		fi
 	fi
 	scripts/compose.sh down >/dev/null 2>&1 || true
 	echo "e2e: done in $((SECONDS - start))s (exit $rc)"
@@ -29,5 +34,9 @@ trap cleanup EXIT
 command -v docker >/dev/null || { echo "e2e: docker is required" >&2; exit 1; }
 scripts/compose.sh down >/dev/null 2>&1 || true
 make --no-print-directory image
+# Compile the test before nine nodes start competing for the CPU.
+mkdir -p bin
+$GO test -c -tags e2e -o bin/e2e.test ./internal/e2e/
 scripts/compose.sh up
-$GO test -tags e2e -count=1 -timeout 8m -v -run TestComposeCluster ./internal/e2e/
+rm -f bin/e2e.out
+bin/e2e.test -test.count=1 -test.timeout 8m -test.v -test.run TestComposeCluster 2>&1 | tee bin/e2e.out
