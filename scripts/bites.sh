@@ -29,6 +29,7 @@ BITES=(
   "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
   "snapshot-cut|./internal/clustertest|^TestGetTxnAlbumACL\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
+  "commit-push|./internal/transport|^TestCommitPush\$"
 )
 
 want=("$@")

@@ -22,6 +22,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -64,8 +65,11 @@ type Config struct {
 	MaxConcurrentSteps int
 	// StepTimeout bounds one placement step.
 	StepTimeout time.Duration
-	// Raft timings (LAN).
+	// Raft timings (LAN). CommitTimeout and LeaderHeartbeatTimeout are
+	// as in shard.Config: followers learn commits from the leader's
+	// commit push, and an idle leader heartbeats rarely (docs/adr/020).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	CommitTimeout, LeaderHeartbeatTimeout                 time.Duration
 	// RecoverLost, when not empty, recovers a catalog that lost its quorum
 	// for good (kvd --recover-catalog, docs/adr/014): at Open this replica
 	// becomes the catalog's only voter, giving up these voters (they must
@@ -79,17 +83,19 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Keyspaces:             map[string]uint32{"default": placement.DefaultShards},
-		Replicas:              3,
-		MaxVoters:             3,
-		RebalanceInterval:     time.Second,
-		LeaderBalanceInterval: 10 * time.Second,
-		DeadGrace:             30 * time.Second,
-		MaxConcurrentSteps:    4,
-		StepTimeout:           30 * time.Second,
-		HeartbeatTimeout:      time.Second,
-		ElectionTimeout:       time.Second,
-		LeaderLeaseTimeout:    500 * time.Millisecond,
+		Keyspaces:              map[string]uint32{"default": placement.DefaultShards},
+		Replicas:               3,
+		MaxVoters:              3,
+		RebalanceInterval:      time.Second,
+		LeaderBalanceInterval:  10 * time.Second,
+		DeadGrace:              30 * time.Second,
+		MaxConcurrentSteps:     4,
+		StepTimeout:            30 * time.Second,
+		HeartbeatTimeout:       time.Second,
+		ElectionTimeout:        time.Second,
+		LeaderLeaseTimeout:     time.Second,
+		CommitTimeout:          250 * time.Millisecond,
+		LeaderHeartbeatTimeout: 10 * time.Second,
 	}
 }
 
@@ -197,6 +203,9 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true
@@ -257,6 +266,13 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	c.m = newMetrics(deps.Registry, c)
 	c.wg.Add(1)
 	go c.leaderLoop()
+	if ht := (raftutil.Timings{HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderHeartbeatTimeout: cfg.LeaderHeartbeatTimeout}); ht.Slow() {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			raftutil.LeaderHeartbeats(c.raft, ht, c.stop, c.log)
+		}()
+	}
 	return c, nil
 }
 
@@ -331,6 +347,9 @@ func (c *Catalog) propose(ctx context.Context, cmd *peerv1.CatalogCommand) error
 			return ErrNotLeader
 		}
 		return err
+	}
+	if p, ok := c.deps.Transport.(interface{ CommitApplied(uint64) }); ok {
+		p.CommitApplied(f.Index())
 	}
 	if err, ok := f.Response().(error); ok && err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/vfs"
@@ -42,7 +43,10 @@ type Options struct {
 	// the group.
 	StatePath string
 	// Raft timings. The group spans sites: the defaults suit a WAN.
+	// CommitTimeout and LeaderHeartbeatTimeout are as in shard.Config
+	// (docs/adr/020).
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	CommitTimeout, LeaderHeartbeatTimeout                 time.Duration
 	// LeaderEvery is how often the leader registers itself and brings the
 	// group's membership in line with the configuration.
 	LeaderEvery time.Duration
@@ -51,11 +55,13 @@ type Options struct {
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{
-		DefaultShards:      16,
-		HeartbeatTimeout:   2 * time.Second,
-		ElectionTimeout:    2 * time.Second,
-		LeaderLeaseTimeout: time.Second,
-		LeaderEvery:        time.Second,
+		DefaultShards:          16,
+		HeartbeatTimeout:       2 * time.Second,
+		ElectionTimeout:        2 * time.Second,
+		LeaderLeaseTimeout:     time.Second,
+		CommitTimeout:          250 * time.Millisecond,
+		LeaderHeartbeatTimeout: 10 * time.Second,
+		LeaderEvery:            time.Second,
 	}
 }
 
@@ -111,6 +117,9 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	if opts.HeartbeatTimeout <= 0 {
 		opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout = d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout
 	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = d.CommitTimeout
+	}
 	c := &Cluster{opts: opts, deps: deps, log: deps.Logger.With("group", GroupName), changed: make(chan struct{}), stop: make(chan struct{})}
 	view, err := loadState(opts.StatePath)
 	if err != nil {
@@ -123,6 +132,7 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	rc.LocalID = ServerID(opts.Self.Site, opts.Self.ID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout
+	rc.CommitTimeout = opts.CommitTimeout
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true
@@ -149,6 +159,13 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	}
 	c.wg.Add(1)
 	go c.leaderLoop()
+	if ht := (raftutil.Timings{HeartbeatTimeout: opts.HeartbeatTimeout, ElectionTimeout: opts.ElectionTimeout, LeaderHeartbeatTimeout: opts.LeaderHeartbeatTimeout}); ht.Slow() {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			raftutil.LeaderHeartbeats(c.raft, ht, c.stop, c.log)
+		}()
+	}
 	return c, nil
 }
 
@@ -344,6 +361,9 @@ func (c *Cluster) propose(ctx context.Context, cmd Command) (Config, error) {
 			return Config{}, fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
 		return Config{}, err
+	}
+	if p, ok := c.deps.Transport.(interface{ CommitApplied(uint64) }); ok {
+		p.CommitApplied(f.Index())
 	}
 	switch r := f.Response().(type) {
 	case error:

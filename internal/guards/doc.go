@@ -51,6 +51,10 @@ const (
 	// SnapshotCut cuts a GetTxn's reads at one stamp on every shard
 	// (router.GetTxn); off, each key is read at its newest version.
 	SnapshotCut
+	// CommitPush is the leader transport's push of the commit index to a
+	// follower that holds an applied entry (transport.CommitPusher); off,
+	// a follower learns commits only from raft's next message.
+	CommitPush
 )
 
 var names = map[Guard]string{
@@ -63,6 +67,7 @@ var names = map[Guard]string{
 	DependencyWait: "dependency-wait",
 	SessionArrival: "session-arrival",
 	SnapshotCut:    "snapshot-cut",
+	CommitPush:     "commit-push",
 	RequestDedupe:  "request-dedupe",
 }
 
@@ -76,7 +81,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
@@ -72,6 +73,27 @@ func unavailable(err error) bool {
 	return errors.Is(err, ErrPeerUnavailable) || status.Code(err) == codes.Unavailable
 }
 
+// unansweredFor is how long a peer that failed a forwarded request is
+// asked only after the other replicas of a shard this node does not hold.
+const unansweredFor = 2 * time.Second
+
+// markUnanswered records that the peer at addr failed a forwarded request.
+func (r *Router) markUnanswered(addr string) {
+	r.unanswered.Store(addr, time.Now().Add(unansweredFor))
+}
+
+// pickReplica returns the first of reps that has not failed a forwarded
+// request lately, else the first.
+func (r *Router) pickReplica(reps []catalog.Node) string {
+	now := time.Now()
+	for _, n := range reps {
+		if until, ok := r.unanswered.Load(n.PeerAddr); !ok || now.After(until.(time.Time)) {
+			return n.PeerAddr
+		}
+	}
+	return reps[0].PeerAddr
+}
+
 // leaderTarget returns this node's replica of sh if it leads, or the peer
 // address of the leader; it waits up to LeaderWait for an election.
 func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
@@ -88,8 +110,10 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 				return nil, addr, nil
 			}
 		} else if reps, _ := r.Replicas(sh); len(reps) > 0 {
-			// Any replica knows its leader and forwards once more.
-			return nil, reps[0].PeerAddr, nil
+			// Any replica knows its leader and forwards once more; one
+			// that just failed to answer (a dead node the catalog still
+			// lists) is asked last.
+			return nil, r.pickReplica(reps), nil
 		}
 		if time.Now().After(deadline) {
 			return nil, "", fmt.Errorf("%w: %s", ErrNoLeader, sh)
@@ -123,7 +147,10 @@ func (r *Router) OnLeader(ctx context.Context, sh placement.Shard, local func(*s
 			r.metrics.forwarded.Inc()
 			err = RemoteErr(forward(kv, forwardCtx(ctx)))
 			// The node we forwarded to may have just lost the leadership
-			// (an election, a leadership transfer): ask again.
+			// (an election, a leadership transfer), or died: ask again.
+			if unavailable(err) {
+				r.markUnanswered(addr)
+			}
 			if !unavailable(err) || hopsIn(ctx) > 0 || !retryBefore(ctx, deadline) {
 				return err
 			}

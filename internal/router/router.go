@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +95,9 @@ type Router struct {
 	metrics   *Metrics
 	// durability waits for SITES(n) and ALL writes (SetDurability).
 	durability Durability
+	// unanswered maps the peer address of a node that failed a forwarded
+	// request to when it may be asked first again (route.go).
+	unanswered sync.Map
 }
 
 // New returns a router for this node over the given keyspaces (name →

@@ -35,6 +35,7 @@ func (s *Server) openCluster(peerAddr, clientAddr string) (map[string]uint32, er
 	if s.cfg.Shard.HeartbeatTimeout < time.Second {
 		// Fast timings (tests): as fast as the shard groups'.
 		opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout = s.cfg.Shard.HeartbeatTimeout, s.cfg.Shard.ElectionTimeout, s.cfg.Shard.LeaderLeaseTimeout
+		opts.CommitTimeout, opts.LeaderHeartbeatTimeout = s.cfg.Shard.CommitTimeout, 0
 		opts.LeaderEvery = 100 * time.Millisecond
 	}
 	bootstrap := len(s.cfg.Join) == 0 && len(s.cfg.JoinCluster) == 0

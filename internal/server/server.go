@@ -259,6 +259,7 @@ func (s *Server) Start() (err error) {
 	ccfg.DeadGrace = s.cfg.DeadGrace
 	ccfg.RecoverLost = s.cfg.RecoverCatalog
 	ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = s.cfg.Shard.HeartbeatTimeout, s.cfg.Shard.ElectionTimeout, s.cfg.Shard.LeaderLeaseTimeout
+	ccfg.CommitTimeout, ccfg.LeaderHeartbeatTimeout = s.cfg.Shard.CommitTimeout, s.cfg.Shard.LeaderHeartbeatTimeout
 	if ccfg.HeartbeatTimeout < time.Second {
 		ccfg.RebalanceInterval = 200 * time.Millisecond
 		ccfg.LeaderBalanceInterval = 2 * time.Second

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/vfs"
 )
 
@@ -28,11 +29,13 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	// CommitTimeout bounds how long raft waits before sending a heartbeat
-	// with a new commit index. These messages also tell followers that the
-	// leader is alive, so with LeaderHeartbeatTimeout they must come well
-	// within HeartbeatTimeout and LeaderLeaseTimeout (raft waits between
-	// one and two CommitTimeouts).
+	// CommitTimeout bounds how long raft waits before it sends a follower
+	// the leader's commit index when no new entries flow (raft waits
+	// between one and two CommitTimeouts). Followers learn that an entry
+	// they hold committed from the transport's commit push as soon as the
+	// leader applied it (transport.CommitPusher), so this only keeps them
+	// in contact: it must stay well within HeartbeatTimeout and
+	// LeaderLeaseTimeout.
 	CommitTimeout time.Duration
 	// LeaderHeartbeatTimeout is the HeartbeatTimeout a replica runs with
 	// while it leads: raft's leader heartbeats every tenth to fifth of it.
@@ -74,6 +77,11 @@ type Config struct {
 	CloseDemand   time.Duration
 }
 
+// heartbeats returns the heartbeat timings of a group.
+func (c Config) heartbeats() raftutil.Timings {
+	return raftutil.Timings{HeartbeatTimeout: c.HeartbeatTimeout, ElectionTimeout: c.ElectionTimeout, LeaderHeartbeatTimeout: c.LeaderHeartbeatTimeout}
+}
+
 // DefaultConfig returns the production defaults (LAN timings).
 func DefaultConfig() Config {
 	return Config{
@@ -82,9 +90,9 @@ func DefaultConfig() Config {
 		TrailingLogs:           10240,
 		HeartbeatTimeout:       1000 * time.Millisecond,
 		ElectionTimeout:        1000 * time.Millisecond,
-		LeaderLeaseTimeout:     500 * time.Millisecond,
-		CommitTimeout:          50 * time.Millisecond,
-		LeaderHeartbeatTimeout: 5 * time.Second,
+		LeaderLeaseTimeout:     1000 * time.Millisecond,
+		CommitTimeout:          250 * time.Millisecond,
+		LeaderHeartbeatTimeout: 10 * time.Second,
 		MaxAppendEntries:       256,
 		VersionRetention:       time.Hour,
 		RequestRetention:       10 * time.Minute,

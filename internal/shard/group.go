@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -248,43 +249,15 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	}
 	g.wg.Add(1)
 	go g.closeLoop()
-	if cfg.LeaderHeartbeatTimeout > cfg.HeartbeatTimeout {
+	if ht := cfg.heartbeats(); ht.Slow() {
 		g.wg.Add(1)
-		go g.heartbeatLoop()
+		go func() {
+			defer g.wg.Done()
+			raftutil.LeaderHeartbeats(g.raft, ht, g.stop, g.log)
+		}()
 	}
 	g.startChecks()
 	return g, nil
-}
-
-// heartbeatLoop switches raft's HeartbeatTimeout to LeaderHeartbeatTimeout
-// while this replica leads and back when it stops leading, so that its
-// heartbeats are rare and, as a follower, it still detects a failed leader
-// after HeartbeatTimeout.
-func (g *Group) heartbeatLoop() {
-	defer g.wg.Done()
-	set := func(lead bool) {
-		rc := g.raft.ReloadableConfig()
-		rc.HeartbeatTimeout, rc.ElectionTimeout = g.cfg.HeartbeatTimeout, g.cfg.ElectionTimeout
-		if lead {
-			rc.HeartbeatTimeout = g.cfg.LeaderHeartbeatTimeout
-			rc.ElectionTimeout = max(rc.ElectionTimeout, rc.HeartbeatTimeout)
-		}
-		if err := g.raft.ReloadConfig(rc); err != nil {
-			g.log.Warn("setting the heartbeat timeout", "leader", lead, "err", err)
-		}
-	}
-	leading := false
-	for {
-		select {
-		case <-g.stop:
-			return
-		case lead := <-g.raft.LeaderCh():
-			if lead != leading {
-				leading = lead
-				set(lead)
-			}
-		}
-	}
 }
 
 // SnapshotDir is the directory of shard id's raft snapshots.
@@ -383,6 +356,11 @@ func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, e
 		return fsm.Result{}, g.raftErr(err)
 	}
 	g.deps.Metrics.observePropose(g.label, "ok", time.Since(start))
+	if p, ok := g.deps.Transport.(interface{ CommitApplied(uint64) }); ok {
+		// Followers that hold the entry learn at once that it committed,
+		// not with raft's next message (docs/adr/020).
+		p.CommitApplied(f.Index())
+	}
 	res, ok := f.Response().(fsm.Result)
 	if !ok {
 		return fsm.Result{}, fmt.Errorf("shard %s: unexpected apply response %T", g.id, f.Response())

@@ -38,6 +38,10 @@ type Config struct {
 	// response at once. 1 disables pipelining (see
 	// raft.NetworkTransportConfig.MaxRPCsInFlight for why 2 is the default).
 	MaxInFlight int
+	// CommitPushDelay is how long after the leader applied an entry its
+	// transport waits for raft's own messages to tell a follower that
+	// holds it; then it sends the commit index itself (commitpush.go).
+	CommitPushDelay time.Duration
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -58,6 +62,7 @@ func DefaultConfig(advertise string) Config {
 		SnapshotChunkBytes: 1 << 20,
 		MaxMsgBytes:        64 << 20,
 		MaxInFlight:        2,
+		CommitPushDelay:    time.Millisecond,
 	}
 }
 
@@ -88,6 +93,8 @@ func (c Config) Validate() error {
 		return errors.New("transport: SnapshotChunkBytes must be positive and at most MaxMsgBytes-4KiB")
 	case c.MaxInFlight < 1:
 		return errors.New("transport: MaxInFlight must be positive")
+	case c.CommitPushDelay < 0:
+		return errors.New("transport: CommitPushDelay must not be negative")
 	}
 	return nil
 }

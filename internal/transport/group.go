@@ -27,6 +27,7 @@ type groupTransport struct {
 	gen       atomic.Uint64 // generation of the local replica (generation.go)
 	// loggedRefusal is 1 + the sender generation last refused and logged.
 	loggedRefusal atomic.Uint64
+	push          commitPush // commitpush.go
 
 	mu struct {
 		sync.Mutex
@@ -51,6 +52,7 @@ func newGroupTransport(n *Network, name string) *groupTransport {
 		closed:    make(chan struct{}),
 	}
 	g.mu.pipelines = make(map[*pipeline]struct{})
+	g.push.init()
 	return g
 }
 
@@ -97,6 +99,7 @@ func (g *groupTransport) Close() error {
 		for _, p := range pipes {
 			_ = p.Close()
 		}
+		g.push.close()
 	})
 	return nil
 }
@@ -165,6 +168,13 @@ func (g *groupTransport) client(target raft.ServerAddress) (peerv1.RaftClient, e
 func call[Req, Resp proto.Message](g *groupTransport, typ string, target raft.ServerAddress, req Req,
 	method func(peerv1.RaftClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 ) (Resp, error) {
+	return callCtx(context.Background(), g, typ, target, req, method)
+}
+
+// callCtx is call, also ended by ctx.
+func callCtx[Req, Resp proto.Message](ctx context.Context, g *groupTransport, typ string, target raft.ServerAddress, req Req,
+	method func(peerv1.RaftClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+) (Resp, error) {
 	var zero Resp
 	start := time.Now()
 	c, err := g.client(target)
@@ -172,7 +182,7 @@ func call[Req, Resp proto.Message](g *groupTransport, typ string, target raft.Se
 		g.net.metrics.observeSent(typ, start, 0, 0, err)
 		return zero, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.net.cfg.RPCTimeout)
+	ctx, cancel := context.WithTimeout(ctx, g.net.cfg.RPCTimeout)
 	defer cancel()
 	resp, err := method(c, ctx, req)
 	respBytes := 0
@@ -196,11 +206,16 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 	}
 	msg := appendEntriesToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
+	g.noteSent(target, args)
 	out, err := call(g, typ, target, msg, peerv1.RaftClient.AppendEntries)
 	if err != nil {
 		return err
 	}
-	return appendEntriesResponseFromProto(out, resp)
+	if err := appendEntriesResponseFromProto(out, resp); err != nil {
+		return err
+	}
+	g.noteAnswer(target, args, resp)
+	return nil
 }
 
 // RequestVote implements raft.Transport.

@@ -82,6 +82,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	msg := appendEntriesToProto(p.g.name, args)
 	msg.Header = p.g.stamp(msg.Header)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, reqBytes: proto.Size(msg), done: make(chan struct{})}
+	p.g.noteSent(p.target, args)
 	p.sendMu.Lock()
 	err := p.stream.Send(msg)
 	if err == nil {
@@ -121,7 +122,9 @@ func (p *pipeline) receive() {
 		switch {
 		case err == nil:
 			respBytes = proto.Size(msg)
-			err = appendEntriesResponseFromProto(msg, f.resp)
+			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil {
+				p.g.noteAnswer(p.target, f.args, f.resp)
+			}
 		case p.expired.Load():
 			err = fmt.Errorf("transport: pipeline to %s: no response within %v: %w", p.target, p.timeout, context.DeadlineExceeded)
 		case errors.Is(err, io.EOF):

@@ -1,0 +1,177 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/guards"
+)
+
+// Commit push: a raft follower learns that an entry committed only from
+// the leader's next AppendEntries, which, once writes stop, comes a
+// CommitTimeout later. A replica that waits to serve a read of a write
+// the leader already acknowledged waits for that message. The leader's
+// group transport therefore sends a follower the commit index itself as
+// soon as the leader's state machine applied an entry the follower holds
+// (CommitApplied) and no message of raft's carried it within
+// Config.CommitPushDelay.
+//
+// The message is an ordinary AppendEntries of the leader's current term,
+// with no entries: its previous entry is the last one the follower
+// acknowledged in that term (so the follower's log matches the leader's
+// up to it) and its commit index is at most that entry and at most what
+// the leader applied (so committed). A follower may apply it at any time,
+// in any order with raft's own messages. Its answer is not handed to raft:
+// the leader's replication state, lease and leadership checks see only
+// raft's own messages.
+
+// CommitPusher is implemented by a group transport that pushes commit
+// indexes to followers (every transport this package opens).
+type CommitPusher interface {
+	// CommitApplied tells the transport that the leader's state machine
+	// applied every entry up to index.
+	CommitApplied(index uint64)
+}
+
+var _ CommitPusher = (*groupTransport)(nil)
+
+// followerCommit is what the leader's transport knows of one follower in
+// the current term.
+type followerCommit struct {
+	term    uint64
+	header  raft.RPCHeader
+	leader  []byte
+	ackIdx  uint64 // last entry the follower acknowledged in term
+	ackTerm uint64 // its term
+	sent    uint64 // highest commit index sent to it in term
+	pending bool   // a push is scheduled or in flight
+}
+
+type commitPush struct {
+	mu        sync.Mutex
+	applied   uint64 // highest index the leader applied
+	followers map[raft.ServerAddress]*followerCommit
+	ctx       context.Context // ends at Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // pushes in flight
+}
+
+func (c *commitPush) init() {
+	c.followers = make(map[raft.ServerAddress]*followerCommit)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+}
+
+// close stops pushing and waits for pushes in flight.
+func (c *commitPush) close() {
+	c.mu.Lock()
+	c.cancel()
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// noteSent records a request raft sends to target.
+func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEntriesRequest) {
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.followers[target]
+	switch {
+	case f == nil || args.Term > f.term:
+		f = &followerCommit{term: args.Term}
+		c.followers[target] = f
+	case args.Term < f.term:
+		return
+	}
+	f.header, f.leader = args.RPCHeader, args.Leader
+	f.sent = max(f.sent, args.LeaderCommitIndex)
+}
+
+// noteAnswer records target's answer to one of raft's requests.
+func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if !resp.Success || resp.Term != args.Term {
+		return
+	}
+	idx, term := args.PrevLogEntry, args.PrevLogTerm
+	if n := len(args.Entries); n > 0 {
+		idx, term = args.Entries[n-1].Index, args.Entries[n-1].Term
+	}
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.followers[target]
+	if f == nil || f.term != args.Term || idx <= f.ackIdx {
+		return
+	}
+	f.ackIdx, f.ackTerm = idx, term
+	g.schedulePush(target, f)
+}
+
+// CommitApplied implements CommitPusher.
+func (g *groupTransport) CommitApplied(index uint64) {
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if index <= c.applied {
+		return
+	}
+	c.applied = index
+	for target, f := range c.followers {
+		g.schedulePush(target, f)
+	}
+}
+
+// schedulePush arranges a push to target if it lacks a commit index it
+// could apply. REQUIRES: g.push.mu.
+func (g *groupTransport) schedulePush(target raft.ServerAddress, f *followerCommit) {
+	c := &g.push
+	if f.pending || min(c.applied, f.ackIdx) <= f.sent || guards.Off(guards.CommitPush) || c.ctx.Err() != nil {
+		return
+	}
+	f.pending = true
+	c.wg.Add(1)
+	time.AfterFunc(g.net.cfg.CommitPushDelay, func() {
+		defer c.wg.Done()
+		g.pushTo(target, f)
+	})
+}
+
+// pushTo sends target the commit index it lacks, unless raft's own
+// messages carried it meanwhile.
+func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
+	c := &g.push
+	c.mu.Lock()
+	commit := min(c.applied, f.ackIdx)
+	if commit <= f.sent || c.ctx.Err() != nil || c.followers[target] != f {
+		f.pending = false
+		c.mu.Unlock()
+		return
+	}
+	req := &raft.AppendEntriesRequest{
+		RPCHeader:         f.header,
+		Term:              f.term,
+		Leader:            f.leader,
+		PrevLogEntry:      f.ackIdx,
+		PrevLogTerm:       f.ackTerm,
+		LeaderCommitIndex: commit,
+	}
+	f.sent = commit
+	c.mu.Unlock()
+
+	msg := appendEntriesToProto(g.name, req)
+	msg.Header = g.stamp(msg.Header)
+	_, err := callCtx(c.ctx, g, typeCommitPush, target, msg, peerv1.RaftClient.AppendEntries)
+	if err != nil {
+		g.net.log.Debug("commit push failed", "group", g.name, "target", target, "err", err)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.pending = false
+	if c.followers[target] == f {
+		g.schedulePush(target, f)
+	}
+}
