@@ -43,12 +43,11 @@ var _ CommitPusher = (*groupTransport)(nil)
 // the current term.
 type followerCommit struct {
 	term    uint64
-	header  raft.RPCHeader
-	leader  []byte
-	ackIdx  uint64 // last entry the follower acknowledged in term
-	ackTerm uint64 // its term
-	sent    uint64 // highest commit index sent to it in term
-	pending bool   // a push is scheduled or in flight
+	header  raft.RPCHeader // names the leader (Addr)
+	ackIdx  uint64         // last entry the follower acknowledged in term
+	ackTerm uint64         // its term
+	sent    uint64         // highest commit index sent to it in term
+	pending bool           // a push is scheduled or in flight
 }
 
 type commitPush struct {
@@ -86,7 +85,7 @@ func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEn
 	case args.Term < f.term:
 		return
 	}
-	f.header, f.leader = args.RPCHeader, args.Leader
+	f.header = args.RPCHeader
 	f.sent = max(f.sent, args.LeaderCommitIndex)
 }
 
@@ -153,7 +152,6 @@ func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
 	req := &raft.AppendEntriesRequest{
 		RPCHeader:         f.header,
 		Term:              f.term,
-		Leader:            f.leader,
 		PrevLogEntry:      f.ackIdx,
 		PrevLogTerm:       f.ackTerm,
 		LeaderCommitIndex: commit,
