@@ -54,20 +54,23 @@ type commitPush struct {
 	mu        sync.Mutex
 	applied   uint64 // highest index the leader applied
 	followers map[raft.ServerAddress]*followerCommit
-	ctx       context.Context // ends at Close
-	cancel    context.CancelFunc
+	stopped   bool           // set by close; REQUIRES: mu
+	stop      chan struct{}  // closed by close: ends pushes in flight
 	wg        sync.WaitGroup // pushes in flight
 }
 
 func (c *commitPush) init() {
 	c.followers = make(map[raft.ServerAddress]*followerCommit)
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.stop = make(chan struct{})
 }
 
 // close stops pushing and waits for pushes in flight.
 func (c *commitPush) close() {
 	c.mu.Lock()
-	c.cancel()
+	if !c.stopped {
+		c.stopped = true
+		close(c.stop)
+	}
 	c.mu.Unlock()
 	c.wg.Wait()
 }
@@ -127,7 +130,7 @@ func (g *groupTransport) CommitApplied(index uint64) {
 // could apply. REQUIRES: g.push.mu.
 func (g *groupTransport) schedulePush(target raft.ServerAddress, f *followerCommit) {
 	c := &g.push
-	if f.pending || min(c.applied, f.ackIdx) <= f.sent || guards.Off(guards.CommitPush) || c.ctx.Err() != nil {
+	if f.pending || min(c.applied, f.ackIdx) <= f.sent || guards.Off(guards.CommitPush) || c.stopped {
 		return
 	}
 	f.pending = true
@@ -144,7 +147,7 @@ func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
 	c := &g.push
 	c.mu.Lock()
 	commit := min(c.applied, f.ackIdx)
-	if commit <= f.sent || c.ctx.Err() != nil || c.followers[target] != f {
+	if commit <= f.sent || c.stopped || c.followers[target] != f {
 		f.pending = false
 		c.mu.Unlock()
 		return
@@ -161,7 +164,16 @@ func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
 
 	msg := appendEntriesToProto(g.name, req)
 	msg.Header = g.stamp(msg.Header)
-	_, err := callCtx(c.ctx, g, typeCommitPush, target, msg, peerv1.RaftClient.AppendEntries)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends the push when the transport closes
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	_, err := callCtx(ctx, g, typeCommitPush, target, msg, peerv1.RaftClient.AppendEntries)
 	if err != nil {
 		g.net.log.Debug("commit push failed", "group", g.name, "target", target, "err", err)
 	}
