@@ -60,7 +60,9 @@ ycsb_b() {
 		echo "- -"
 		return
 	fi
-	grep -o '"throughput_ops": *[0-9.]*' "$j" | awk -F: '{ printf "%s%d", (NR > 1 ? " " : ""), $2 + 0.5 } END { print "" }'
+	# The run phases' throughputs, in client order (the load phase and the
+	# aggregated points also carry one).
+	python3 -c 'import json, sys; print(" ".join(str(round(r["throughput_ops"])) for r in json.load(open(sys.argv[1]))["results"]))' "$j"
 }
 
 ROWS=()
