@@ -87,12 +87,17 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	}
 	resp := &peerv1.ShipResponse{}
 	p := g.Geo().Origins[u.Origin]
-	if u.Origin == req.FromSite {
+	if u.Origin == req.FromSite && len(u.Writes) > 0 {
 		for _, kp := range req.Known {
 			if kp.GetSite() == u.Origin && kp.Seq < p.Seq {
 				// The origin numbered fewer writes than this site applied
 				// from it: its replica lost its data. Send it back what
-				// this site holds.
+				// this site holds. Only a request with writes tells: it
+				// was built after every batch before it, while a request
+				// without (a progress probe) may have been built before a
+				// batch this site already applied, and its sequence is
+				// then stale, not lost; taking it for a rebuilt replica
+				// sent versions ahead of their dependencies.
 				s.repairDetached(g, sh, u.Origin, repairAll, fmt.Sprintf("%s's sequence %d is behind this site's progress %d for it (rebuilt replica)", u.Origin, kp.Seq, p.Seq))
 			}
 		}
