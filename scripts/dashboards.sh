@@ -35,7 +35,10 @@ PNG_DIR=${DASH_PNG_DIR-docs/img}
 KVCTL=bin/kvctl
 S1=127.0.0.1:7379 S2=127.0.0.1:8379 S3=127.0.0.1:9379
 
-export GEO_NODES=1 GEO_WAN='*=20ms' GEO_DIR=data/dashboards
+# The WAN delay must be well above a kvctl process's start-up time, or the
+# session that moves from site to site (load_loop) would always arrive after
+# its dependencies and the dependency-wait panels would have no data.
+export GEO_NODES=1 GEO_WAN='*=60ms' GEO_DIR=data/dashboards
 
 START=$SECONDS
 
