@@ -92,6 +92,22 @@ func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEn
 	f.sent = max(f.sent, args.LeaderCommitIndex)
 }
 
+// carriesNothingNew reports whether args, about to be sent to target,
+// tells it nothing raft's earlier messages in the same term did not: no
+// entries and no newer commit index (a message raft's replication sends an
+// idle group's follower to stay in contact, which batch.go may delay).
+func (g *groupTransport) carriesNothingNew(target raft.ServerAddress, args *raft.AppendEntriesRequest) bool {
+	if len(args.Entries) > 0 {
+		return false
+	}
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.followers[target]
+	return f != nil && f.term == args.Term && args.LeaderCommitIndex <= f.sent &&
+		args.PrevLogEntry == f.ackIdx && args.PrevLogTerm == f.ackTerm
+}
+
 // noteAnswer records target's answer to one of raft's requests.
 func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
 	if !resp.Success || resp.Term != args.Term {

@@ -42,6 +42,15 @@ type Config struct {
 	// transport waits for raft's own messages to tell a follower that
 	// holds it; then it sends the commit index itself (commitpush.go).
 	CommitPushDelay time.Duration
+	// BatchDelay is how long a pipelined AppendEntries that carries
+	// nothing new to its follower (no entries, no newer commit index: the
+	// message raft's replication sends an idle group's followers every
+	// CommitTimeout) waits to travel with those of other groups to the
+	// same node, in one AppendEntriesBatch (batch.go). 0 sends each on its
+	// group's stream. It adds to the gap between two messages a follower
+	// receives, which must stay well below raft's HeartbeatTimeout and
+	// LeaderLeaseTimeout.
+	BatchDelay time.Duration
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -63,6 +72,7 @@ func DefaultConfig(advertise string) Config {
 		MaxMsgBytes:        64 << 20,
 		MaxInFlight:        2,
 		CommitPushDelay:    time.Millisecond,
+		BatchDelay:         100 * time.Millisecond,
 	}
 }
 
@@ -95,6 +105,8 @@ func (c Config) Validate() error {
 		return errors.New("transport: MaxInFlight must be positive")
 	case c.CommitPushDelay < 0:
 		return errors.New("transport: CommitPushDelay must not be negative")
+	case c.BatchDelay < 0:
+		return errors.New("transport: BatchDelay must not be negative")
 	}
 	return nil
 }

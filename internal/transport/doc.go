@@ -40,14 +40,23 @@
 //     unanswered; the oldest one must be answered within RPCTimeout of being
 //     sent or the pipeline fails (raft then falls back to plain
 //     AppendEntries).
+//   - A pipelined AppendEntries that carries nothing new (no entries, no
+//     newer commit index: raft's message to an idle group's follower every
+//     CommitTimeout) travels, when every earlier unanswered request of its
+//     pipeline did too, in an AppendEntriesBatch with those of other groups
+//     bound for the same node, Config.BatchDelay after the first of them
+//     (batch.go). The receiver answers each as AppendEntries; the pipeline
+//     hands raft the answers in its order. Entries sent meanwhile send the
+//     batch at once. A peer that answers Unimplemented gets them one by one
+//     for a minute.
 //   - Closing a group transport unregisters the group (its name may be
 //     opened again), fails its waiting handlers with codes.Unavailable and
 //     closes its pipelines. Closing the Network closes every group transport
 //     and every outgoing connection. An incoming pipeline stream ends when
-//     its sender closes it or at its next request after the group closed
-//     (raft sends one at least every CommitTimeout), so the peer server's
-//     GracefulStop completes once the groups are closed; it does not end
-//     the server's streams by itself.
+//     its sender closes it, or at its next request after the group closed;
+//     an idle group's stream may carry no request for a long time (its
+//     messages travel in batches), so the peer server is stopped with Stop,
+//     not GracefulStop.
 //
 // Goroutines: the Network starts none of its own. Incoming handlers run on
 // the gRPC server's goroutines and return when raft answers, the RPC's

@@ -26,6 +26,7 @@ type Network struct {
 	log      *slog.Logger
 	metrics  *metrics
 	dialOpts []grpc.DialOption
+	batch    batcher // batch.go
 
 	mu struct {
 		sync.RWMutex
@@ -56,6 +57,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Network, 
 	}
 	n.mu.groups = make(map[string]*groupTransport)
 	n.mu.conns = make(map[string]*peerConn)
+	n.batch.init(n)
 	n.dialOpts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(n.dial),
@@ -138,6 +140,7 @@ func (n *Network) Close() error {
 			errs = append(errs, fmt.Errorf("transport: close connection to %s: %w", target, err))
 		}
 	}
+	n.batch.close()
 	return errors.Join(errs...)
 }
 

@@ -30,6 +30,7 @@ type pipeline struct {
 	expired atomic.Bool        // a response was overdue; the stream was ended
 
 	sendMu   sync.Mutex             // orders Send and the enqueueing on inflight
+	batched  atomic.Int32           // requests waiting in a batch (batch.go)
 	slots    chan struct{}          // one token per unanswered request
 	inflight chan *appendFuture     // sent, unanswered requests, oldest first
 	doneCh   chan raft.AppendFuture // answered requests, for raft
@@ -82,8 +83,32 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	msg := appendEntriesToProto(p.g.name, args)
 	msg.Header = p.g.stamp(msg.Header)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, reqBytes: proto.Size(msg), done: make(chan struct{})}
-	p.g.noteSent(p.target, args)
 	p.sendMu.Lock()
+	// Batch a message that carries nothing new when every request sent
+	// before it and still unanswered is batched too (batch.go): it then
+	// cannot overtake entries. The slot taken above is its own.
+	if int32(len(p.slots)-1) == p.batched.Load() && p.g.carriesNothingNew(p.target, args) {
+		ch := make(chan batchResult, 1)
+		p.batched.Add(1)
+		it := &batchItem{msg: msg, done: func(r batchResult) {
+			p.batched.Add(-1)
+			ch <- r
+		}}
+		if p.g.net.batch.add(p.target, it) {
+			f.batched = ch
+			p.g.noteSent(p.target, args)
+			p.inflight <- f // never blocks: len(inflight) <= len(slots)
+			p.sendMu.Unlock()
+			return f, nil
+		}
+		p.batched.Add(-1)
+	}
+	if len(args.Entries) > 0 && p.batched.Load() > 0 {
+		// Entries follow a batched message: do not let them wait for
+		// the batch's delay.
+		p.g.net.batch.flush(p.target)
+	}
+	p.g.noteSent(p.target, args)
 	err := p.stream.Send(msg)
 	if err == nil {
 		p.inflight <- f // never blocks: len(inflight) <= len(slots)
@@ -111,6 +136,12 @@ func (p *pipeline) receive() {
 		case f = <-p.inflight:
 		case <-p.closed:
 			return
+		}
+		if f.batched != nil {
+			if !p.receiveBatched(f) {
+				return
+			}
+			continue
 		}
 		timer := time.AfterFunc(time.Until(f.start.Add(p.timeout)), func() {
 			p.expired.Store(true)
@@ -141,6 +172,36 @@ func (p *pipeline) receive() {
 		case <-p.closed:
 			return
 		}
+	}
+}
+
+// receiveBatched waits for the answer to a request sent in a batch and
+// hands it to raft; false if the pipeline closed meanwhile.
+func (p *pipeline) receiveBatched(f *appendFuture) bool {
+	var r batchResult
+	select {
+	case r = <-f.batched:
+	case <-p.closed:
+		f.respond(raft.ErrPipelineShutdown)
+		return false
+	}
+	err, respBytes := r.err, 0
+	if err == nil {
+		respBytes = proto.Size(r.resp)
+		if err = appendEntriesResponseFromProto(r.resp, f.resp); err == nil {
+			p.g.noteAnswer(p.target, f.args, f.resp)
+		}
+	} else {
+		p.g.refused(err)
+	}
+	p.g.net.metrics.observeSent(typeBatched, f.start, f.reqBytes, respBytes, err)
+	f.respond(err)
+	<-p.slots
+	select {
+	case p.doneCh <- f:
+		return true
+	case <-p.closed:
+		return false
 	}
 }
 
@@ -175,7 +236,8 @@ type appendFuture struct {
 	args     *raft.AppendEntriesRequest
 	resp     *raft.AppendEntriesResponse
 	reqBytes int
-	err      error // set before done is closed
+	batched  chan batchResult // the answer, if sent in a batch
+	err      error            // set before done is closed
 	done     chan struct{}
 }
 

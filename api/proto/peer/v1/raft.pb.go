@@ -370,6 +370,151 @@ func (x *AppendEntriesResponse) GetNoRetryBackoff() bool {
 }
 
 // RequestVoteRequest mirrors raft.RequestVoteRequest.
+type AppendEntriesBatchRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Requests      []*AppendEntriesRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEntriesBatchRequest) Reset() {
+	*x = AppendEntriesBatchRequest{}
+	mi := &file_peer_v1_raft_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEntriesBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEntriesBatchRequest) ProtoMessage() {}
+
+func (x *AppendEntriesBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_raft_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEntriesBatchRequest.ProtoReflect.Descriptor instead.
+func (*AppendEntriesBatchRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendEntriesBatchRequest) GetRequests() []*AppendEntriesRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type AppendEntriesBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per request, in the requests' order.
+	Results       []*AppendEntriesBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEntriesBatchResponse) Reset() {
+	*x = AppendEntriesBatchResponse{}
+	mi := &file_peer_v1_raft_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEntriesBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEntriesBatchResponse) ProtoMessage() {}
+
+func (x *AppendEntriesBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_raft_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEntriesBatchResponse.ProtoReflect.Descriptor instead.
+func (*AppendEntriesBatchResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AppendEntriesBatchResponse) GetResults() []*AppendEntriesBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AppendEntriesBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answer, unless the request failed.
+	Response *AppendEntriesResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// Why the request failed: a serialized google.rpc.Status with the code,
+	// message and details it would have failed with alone (empty on
+	// success).
+	Status        []byte `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEntriesBatchResult) Reset() {
+	*x = AppendEntriesBatchResult{}
+	mi := &file_peer_v1_raft_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEntriesBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEntriesBatchResult) ProtoMessage() {}
+
+func (x *AppendEntriesBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_raft_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEntriesBatchResult.ProtoReflect.Descriptor instead.
+func (*AppendEntriesBatchResult) Descriptor() ([]byte, []int) {
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendEntriesBatchResult) GetResponse() *AppendEntriesResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AppendEntriesBatchResult) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type RequestVoteRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -386,7 +531,7 @@ type RequestVoteRequest struct {
 
 func (x *RequestVoteRequest) Reset() {
 	*x = RequestVoteRequest{}
-	mi := &file_peer_v1_raft_proto_msgTypes[4]
+	mi := &file_peer_v1_raft_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +543,7 @@ func (x *RequestVoteRequest) String() string {
 func (*RequestVoteRequest) ProtoMessage() {}
 
 func (x *RequestVoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[4]
+	mi := &file_peer_v1_raft_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +556,7 @@ func (x *RequestVoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestVoteRequest.ProtoReflect.Descriptor instead.
 func (*RequestVoteRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RequestVoteRequest) GetGroup() string {
@@ -477,7 +622,7 @@ type RequestVoteResponse struct {
 
 func (x *RequestVoteResponse) Reset() {
 	*x = RequestVoteResponse{}
-	mi := &file_peer_v1_raft_proto_msgTypes[5]
+	mi := &file_peer_v1_raft_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +634,7 @@ func (x *RequestVoteResponse) String() string {
 func (*RequestVoteResponse) ProtoMessage() {}
 
 func (x *RequestVoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[5]
+	mi := &file_peer_v1_raft_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +647,7 @@ func (x *RequestVoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestVoteResponse.ProtoReflect.Descriptor instead.
 func (*RequestVoteResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RequestVoteResponse) GetHeader() *RaftHeader {
@@ -547,7 +692,7 @@ type RequestPreVoteRequest struct {
 
 func (x *RequestPreVoteRequest) Reset() {
 	*x = RequestPreVoteRequest{}
-	mi := &file_peer_v1_raft_proto_msgTypes[6]
+	mi := &file_peer_v1_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +704,7 @@ func (x *RequestPreVoteRequest) String() string {
 func (*RequestPreVoteRequest) ProtoMessage() {}
 
 func (x *RequestPreVoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[6]
+	mi := &file_peer_v1_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +717,7 @@ func (x *RequestPreVoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPreVoteRequest.ProtoReflect.Descriptor instead.
 func (*RequestPreVoteRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{6}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RequestPreVoteRequest) GetGroup() string {
@@ -622,7 +767,7 @@ type RequestPreVoteResponse struct {
 
 func (x *RequestPreVoteResponse) Reset() {
 	*x = RequestPreVoteResponse{}
-	mi := &file_peer_v1_raft_proto_msgTypes[7]
+	mi := &file_peer_v1_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +779,7 @@ func (x *RequestPreVoteResponse) String() string {
 func (*RequestPreVoteResponse) ProtoMessage() {}
 
 func (x *RequestPreVoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[7]
+	mi := &file_peer_v1_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +792,7 @@ func (x *RequestPreVoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPreVoteResponse.ProtoReflect.Descriptor instead.
 func (*RequestPreVoteResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{7}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestPreVoteResponse) GetHeader() *RaftHeader {
@@ -682,7 +827,7 @@ type TimeoutNowRequest struct {
 
 func (x *TimeoutNowRequest) Reset() {
 	*x = TimeoutNowRequest{}
-	mi := &file_peer_v1_raft_proto_msgTypes[8]
+	mi := &file_peer_v1_raft_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +839,7 @@ func (x *TimeoutNowRequest) String() string {
 func (*TimeoutNowRequest) ProtoMessage() {}
 
 func (x *TimeoutNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[8]
+	mi := &file_peer_v1_raft_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +852,7 @@ func (x *TimeoutNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutNowRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutNowRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TimeoutNowRequest) GetGroup() string {
@@ -734,7 +879,7 @@ type TimeoutNowResponse struct {
 
 func (x *TimeoutNowResponse) Reset() {
 	*x = TimeoutNowResponse{}
-	mi := &file_peer_v1_raft_proto_msgTypes[9]
+	mi := &file_peer_v1_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +891,7 @@ func (x *TimeoutNowResponse) String() string {
 func (*TimeoutNowResponse) ProtoMessage() {}
 
 func (x *TimeoutNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[9]
+	mi := &file_peer_v1_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +904,7 @@ func (x *TimeoutNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutNowResponse.ProtoReflect.Descriptor instead.
 func (*TimeoutNowResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{9}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TimeoutNowResponse) GetHeader() *RaftHeader {
@@ -794,7 +939,7 @@ type InstallSnapshotRequest struct {
 
 func (x *InstallSnapshotRequest) Reset() {
 	*x = InstallSnapshotRequest{}
-	mi := &file_peer_v1_raft_proto_msgTypes[10]
+	mi := &file_peer_v1_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +951,7 @@ func (x *InstallSnapshotRequest) String() string {
 func (*InstallSnapshotRequest) ProtoMessage() {}
 
 func (x *InstallSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[10]
+	mi := &file_peer_v1_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +964,7 @@ func (x *InstallSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*InstallSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{10}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InstallSnapshotRequest) GetGroup() string {
@@ -913,7 +1058,7 @@ type InstallSnapshotChunk struct {
 
 func (x *InstallSnapshotChunk) Reset() {
 	*x = InstallSnapshotChunk{}
-	mi := &file_peer_v1_raft_proto_msgTypes[11]
+	mi := &file_peer_v1_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1070,7 @@ func (x *InstallSnapshotChunk) String() string {
 func (*InstallSnapshotChunk) ProtoMessage() {}
 
 func (x *InstallSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[11]
+	mi := &file_peer_v1_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1083,7 @@ func (x *InstallSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*InstallSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{11}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InstallSnapshotChunk) GetKind() isInstallSnapshotChunk_Kind {
@@ -996,7 +1141,7 @@ type InstallSnapshotResponse struct {
 
 func (x *InstallSnapshotResponse) Reset() {
 	*x = InstallSnapshotResponse{}
-	mi := &file_peer_v1_raft_proto_msgTypes[12]
+	mi := &file_peer_v1_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1153,7 @@ func (x *InstallSnapshotResponse) String() string {
 func (*InstallSnapshotResponse) ProtoMessage() {}
 
 func (x *InstallSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[12]
+	mi := &file_peer_v1_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1166,7 @@ func (x *InstallSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*InstallSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{12}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InstallSnapshotResponse) GetHeader() *RaftHeader {
@@ -1057,7 +1202,7 @@ type GenerationRefusal struct {
 
 func (x *GenerationRefusal) Reset() {
 	*x = GenerationRefusal{}
-	mi := &file_peer_v1_raft_proto_msgTypes[13]
+	mi := &file_peer_v1_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1214,7 @@ func (x *GenerationRefusal) String() string {
 func (*GenerationRefusal) ProtoMessage() {}
 
 func (x *GenerationRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_raft_proto_msgTypes[13]
+	mi := &file_peer_v1_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1227,7 @@ func (x *GenerationRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationRefusal.ProtoReflect.Descriptor instead.
 func (*GenerationRefusal) Descriptor() ([]byte, []int) {
-	return file_peer_v1_raft_proto_rawDescGZIP(), []int{13}
+	return file_peer_v1_raft_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GenerationRefusal) GetGeneration() uint64 {
@@ -1128,7 +1273,14 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x19\n" +
 	"\blast_log\x18\x03 \x01(\x04R\alastLog\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12(\n" +
-	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\"\x8d\x02\n" +
+	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\"_\n" +
+	"\x19AppendEntriesBatchRequest\x12B\n" +
+	"\brequests\x18\x01 \x03(\v2&.causeway.peer.v1.AppendEntriesRequestR\brequests\"b\n" +
+	"\x1aAppendEntriesBatchResponse\x12D\n" +
+	"\aresults\x18\x01 \x03(\v2*.causeway.peer.v1.AppendEntriesBatchResultR\aresults\"w\n" +
+	"\x18AppendEntriesBatchResult\x12C\n" +
+	"\bresponse\x18\x01 \x01(\v2'.causeway.peer.v1.AppendEntriesResponseR\bresponse\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\"\x8d\x02\n" +
 	"\x12RequestVoteRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x124\n" +
 	"\x06header\x18\x02 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\x12\x12\n" +
@@ -1181,10 +1333,11 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x11GenerationRefusal\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generation2\xd8\x04\n" +
+	"generation2\xc9\x05\n" +
 	"\x04Raft\x12`\n" +
 	"\rAppendEntries\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse\x12l\n" +
-	"\x15AppendEntriesPipeline\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse(\x010\x01\x12Z\n" +
+	"\x15AppendEntriesPipeline\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse(\x010\x01\x12o\n" +
+	"\x12AppendEntriesBatch\x12+.causeway.peer.v1.AppendEntriesBatchRequest\x1a,.causeway.peer.v1.AppendEntriesBatchResponse\x12Z\n" +
 	"\vRequestVote\x12$.causeway.peer.v1.RequestVoteRequest\x1a%.causeway.peer.v1.RequestVoteResponse\x12c\n" +
 	"\x0eRequestPreVote\x12'.causeway.peer.v1.RequestPreVoteRequest\x1a(.causeway.peer.v1.RequestPreVoteResponse\x12W\n" +
 	"\n" +
@@ -1203,53 +1356,61 @@ func file_peer_v1_raft_proto_rawDescGZIP() []byte {
 	return file_peer_v1_raft_proto_rawDescData
 }
 
-var file_peer_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_peer_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_peer_v1_raft_proto_goTypes = []any{
-	(*RaftHeader)(nil),              // 0: causeway.peer.v1.RaftHeader
-	(*LogEntry)(nil),                // 1: causeway.peer.v1.LogEntry
-	(*AppendEntriesRequest)(nil),    // 2: causeway.peer.v1.AppendEntriesRequest
-	(*AppendEntriesResponse)(nil),   // 3: causeway.peer.v1.AppendEntriesResponse
-	(*RequestVoteRequest)(nil),      // 4: causeway.peer.v1.RequestVoteRequest
-	(*RequestVoteResponse)(nil),     // 5: causeway.peer.v1.RequestVoteResponse
-	(*RequestPreVoteRequest)(nil),   // 6: causeway.peer.v1.RequestPreVoteRequest
-	(*RequestPreVoteResponse)(nil),  // 7: causeway.peer.v1.RequestPreVoteResponse
-	(*TimeoutNowRequest)(nil),       // 8: causeway.peer.v1.TimeoutNowRequest
-	(*TimeoutNowResponse)(nil),      // 9: causeway.peer.v1.TimeoutNowResponse
-	(*InstallSnapshotRequest)(nil),  // 10: causeway.peer.v1.InstallSnapshotRequest
-	(*InstallSnapshotChunk)(nil),    // 11: causeway.peer.v1.InstallSnapshotChunk
-	(*InstallSnapshotResponse)(nil), // 12: causeway.peer.v1.InstallSnapshotResponse
-	(*GenerationRefusal)(nil),       // 13: causeway.peer.v1.GenerationRefusal
+	(*RaftHeader)(nil),                 // 0: causeway.peer.v1.RaftHeader
+	(*LogEntry)(nil),                   // 1: causeway.peer.v1.LogEntry
+	(*AppendEntriesRequest)(nil),       // 2: causeway.peer.v1.AppendEntriesRequest
+	(*AppendEntriesResponse)(nil),      // 3: causeway.peer.v1.AppendEntriesResponse
+	(*AppendEntriesBatchRequest)(nil),  // 4: causeway.peer.v1.AppendEntriesBatchRequest
+	(*AppendEntriesBatchResponse)(nil), // 5: causeway.peer.v1.AppendEntriesBatchResponse
+	(*AppendEntriesBatchResult)(nil),   // 6: causeway.peer.v1.AppendEntriesBatchResult
+	(*RequestVoteRequest)(nil),         // 7: causeway.peer.v1.RequestVoteRequest
+	(*RequestVoteResponse)(nil),        // 8: causeway.peer.v1.RequestVoteResponse
+	(*RequestPreVoteRequest)(nil),      // 9: causeway.peer.v1.RequestPreVoteRequest
+	(*RequestPreVoteResponse)(nil),     // 10: causeway.peer.v1.RequestPreVoteResponse
+	(*TimeoutNowRequest)(nil),          // 11: causeway.peer.v1.TimeoutNowRequest
+	(*TimeoutNowResponse)(nil),         // 12: causeway.peer.v1.TimeoutNowResponse
+	(*InstallSnapshotRequest)(nil),     // 13: causeway.peer.v1.InstallSnapshotRequest
+	(*InstallSnapshotChunk)(nil),       // 14: causeway.peer.v1.InstallSnapshotChunk
+	(*InstallSnapshotResponse)(nil),    // 15: causeway.peer.v1.InstallSnapshotResponse
+	(*GenerationRefusal)(nil),          // 16: causeway.peer.v1.GenerationRefusal
 }
 var file_peer_v1_raft_proto_depIdxs = []int32{
 	0,  // 0: causeway.peer.v1.AppendEntriesRequest.header:type_name -> causeway.peer.v1.RaftHeader
 	1,  // 1: causeway.peer.v1.AppendEntriesRequest.entries:type_name -> causeway.peer.v1.LogEntry
 	0,  // 2: causeway.peer.v1.AppendEntriesResponse.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 3: causeway.peer.v1.RequestVoteRequest.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 4: causeway.peer.v1.RequestVoteResponse.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 5: causeway.peer.v1.RequestPreVoteRequest.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 6: causeway.peer.v1.RequestPreVoteResponse.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 7: causeway.peer.v1.TimeoutNowRequest.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 8: causeway.peer.v1.TimeoutNowResponse.header:type_name -> causeway.peer.v1.RaftHeader
-	0,  // 9: causeway.peer.v1.InstallSnapshotRequest.header:type_name -> causeway.peer.v1.RaftHeader
-	10, // 10: causeway.peer.v1.InstallSnapshotChunk.request:type_name -> causeway.peer.v1.InstallSnapshotRequest
-	0,  // 11: causeway.peer.v1.InstallSnapshotResponse.header:type_name -> causeway.peer.v1.RaftHeader
-	2,  // 12: causeway.peer.v1.Raft.AppendEntries:input_type -> causeway.peer.v1.AppendEntriesRequest
-	2,  // 13: causeway.peer.v1.Raft.AppendEntriesPipeline:input_type -> causeway.peer.v1.AppendEntriesRequest
-	4,  // 14: causeway.peer.v1.Raft.RequestVote:input_type -> causeway.peer.v1.RequestVoteRequest
-	6,  // 15: causeway.peer.v1.Raft.RequestPreVote:input_type -> causeway.peer.v1.RequestPreVoteRequest
-	8,  // 16: causeway.peer.v1.Raft.TimeoutNow:input_type -> causeway.peer.v1.TimeoutNowRequest
-	11, // 17: causeway.peer.v1.Raft.InstallSnapshot:input_type -> causeway.peer.v1.InstallSnapshotChunk
-	3,  // 18: causeway.peer.v1.Raft.AppendEntries:output_type -> causeway.peer.v1.AppendEntriesResponse
-	3,  // 19: causeway.peer.v1.Raft.AppendEntriesPipeline:output_type -> causeway.peer.v1.AppendEntriesResponse
-	5,  // 20: causeway.peer.v1.Raft.RequestVote:output_type -> causeway.peer.v1.RequestVoteResponse
-	7,  // 21: causeway.peer.v1.Raft.RequestPreVote:output_type -> causeway.peer.v1.RequestPreVoteResponse
-	9,  // 22: causeway.peer.v1.Raft.TimeoutNow:output_type -> causeway.peer.v1.TimeoutNowResponse
-	12, // 23: causeway.peer.v1.Raft.InstallSnapshot:output_type -> causeway.peer.v1.InstallSnapshotResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 3: causeway.peer.v1.AppendEntriesBatchRequest.requests:type_name -> causeway.peer.v1.AppendEntriesRequest
+	6,  // 4: causeway.peer.v1.AppendEntriesBatchResponse.results:type_name -> causeway.peer.v1.AppendEntriesBatchResult
+	3,  // 5: causeway.peer.v1.AppendEntriesBatchResult.response:type_name -> causeway.peer.v1.AppendEntriesResponse
+	0,  // 6: causeway.peer.v1.RequestVoteRequest.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 7: causeway.peer.v1.RequestVoteResponse.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 8: causeway.peer.v1.RequestPreVoteRequest.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 9: causeway.peer.v1.RequestPreVoteResponse.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 10: causeway.peer.v1.TimeoutNowRequest.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 11: causeway.peer.v1.TimeoutNowResponse.header:type_name -> causeway.peer.v1.RaftHeader
+	0,  // 12: causeway.peer.v1.InstallSnapshotRequest.header:type_name -> causeway.peer.v1.RaftHeader
+	13, // 13: causeway.peer.v1.InstallSnapshotChunk.request:type_name -> causeway.peer.v1.InstallSnapshotRequest
+	0,  // 14: causeway.peer.v1.InstallSnapshotResponse.header:type_name -> causeway.peer.v1.RaftHeader
+	2,  // 15: causeway.peer.v1.Raft.AppendEntries:input_type -> causeway.peer.v1.AppendEntriesRequest
+	2,  // 16: causeway.peer.v1.Raft.AppendEntriesPipeline:input_type -> causeway.peer.v1.AppendEntriesRequest
+	4,  // 17: causeway.peer.v1.Raft.AppendEntriesBatch:input_type -> causeway.peer.v1.AppendEntriesBatchRequest
+	7,  // 18: causeway.peer.v1.Raft.RequestVote:input_type -> causeway.peer.v1.RequestVoteRequest
+	9,  // 19: causeway.peer.v1.Raft.RequestPreVote:input_type -> causeway.peer.v1.RequestPreVoteRequest
+	11, // 20: causeway.peer.v1.Raft.TimeoutNow:input_type -> causeway.peer.v1.TimeoutNowRequest
+	14, // 21: causeway.peer.v1.Raft.InstallSnapshot:input_type -> causeway.peer.v1.InstallSnapshotChunk
+	3,  // 22: causeway.peer.v1.Raft.AppendEntries:output_type -> causeway.peer.v1.AppendEntriesResponse
+	3,  // 23: causeway.peer.v1.Raft.AppendEntriesPipeline:output_type -> causeway.peer.v1.AppendEntriesResponse
+	5,  // 24: causeway.peer.v1.Raft.AppendEntriesBatch:output_type -> causeway.peer.v1.AppendEntriesBatchResponse
+	8,  // 25: causeway.peer.v1.Raft.RequestVote:output_type -> causeway.peer.v1.RequestVoteResponse
+	10, // 26: causeway.peer.v1.Raft.RequestPreVote:output_type -> causeway.peer.v1.RequestPreVoteResponse
+	12, // 27: causeway.peer.v1.Raft.TimeoutNow:output_type -> causeway.peer.v1.TimeoutNowResponse
+	15, // 28: causeway.peer.v1.Raft.InstallSnapshot:output_type -> causeway.peer.v1.InstallSnapshotResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_raft_proto_init() }
@@ -1257,7 +1418,7 @@ func file_peer_v1_raft_proto_init() {
 	if File_peer_v1_raft_proto != nil {
 		return
 	}
-	file_peer_v1_raft_proto_msgTypes[11].OneofWrappers = []any{
+	file_peer_v1_raft_proto_msgTypes[14].OneofWrappers = []any{
 		(*InstallSnapshotChunk_Request)(nil),
 		(*InstallSnapshotChunk_Data)(nil),
 	}
@@ -1267,7 +1428,7 @@ func file_peer_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_raft_proto_rawDesc), len(file_peer_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

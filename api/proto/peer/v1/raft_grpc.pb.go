@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Raft_AppendEntries_FullMethodName         = "/causeway.peer.v1.Raft/AppendEntries"
 	Raft_AppendEntriesPipeline_FullMethodName = "/causeway.peer.v1.Raft/AppendEntriesPipeline"
+	Raft_AppendEntriesBatch_FullMethodName    = "/causeway.peer.v1.Raft/AppendEntriesBatch"
 	Raft_RequestVote_FullMethodName           = "/causeway.peer.v1.Raft/RequestVote"
 	Raft_RequestPreVote_FullMethodName        = "/causeway.peer.v1.Raft/RequestPreVote"
 	Raft_TimeoutNow_FullMethodName            = "/causeway.peer.v1.Raft/TimeoutNow"
@@ -47,6 +48,12 @@ type RaftClient interface {
 	// group to one follower; responses come back in request order. The stream
 	// ends with an error status if raft rejected a request with an error.
 	AppendEntriesPipeline(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendEntriesRequest, AppendEntriesResponse], error)
+	// AppendEntriesBatch carries AppendEntries requests without entries of
+	// several groups to one node in one message: those raft's replication
+	// sends an idle group's follower every CommitTimeout. Each request is
+	// answered as if it had come alone, in the result of the same position;
+	// the RPC itself fails only as a whole (too many requests, deadline).
+	AppendEntriesBatch(ctx context.Context, in *AppendEntriesBatchRequest, opts ...grpc.CallOption) (*AppendEntriesBatchResponse, error)
 	// RequestVote asks for a vote in an election.
 	RequestVote(ctx context.Context, in *RequestVoteRequest, opts ...grpc.CallOption) (*RequestVoteResponse, error)
 	// RequestPreVote asks whether a vote would be granted.
@@ -89,6 +96,16 @@ func (c *raftClient) AppendEntriesPipeline(ctx context.Context, opts ...grpc.Cal
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_AppendEntriesPipelineClient = grpc.BidiStreamingClient[AppendEntriesRequest, AppendEntriesResponse]
+
+func (c *raftClient) AppendEntriesBatch(ctx context.Context, in *AppendEntriesBatchRequest, opts ...grpc.CallOption) (*AppendEntriesBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendEntriesBatchResponse)
+	err := c.cc.Invoke(ctx, Raft_AppendEntriesBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *raftClient) RequestVote(ctx context.Context, in *RequestVoteRequest, opts ...grpc.CallOption) (*RequestVoteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -149,6 +166,12 @@ type RaftServer interface {
 	// group to one follower; responses come back in request order. The stream
 	// ends with an error status if raft rejected a request with an error.
 	AppendEntriesPipeline(grpc.BidiStreamingServer[AppendEntriesRequest, AppendEntriesResponse]) error
+	// AppendEntriesBatch carries AppendEntries requests without entries of
+	// several groups to one node in one message: those raft's replication
+	// sends an idle group's follower every CommitTimeout. Each request is
+	// answered as if it had come alone, in the result of the same position;
+	// the RPC itself fails only as a whole (too many requests, deadline).
+	AppendEntriesBatch(context.Context, *AppendEntriesBatchRequest) (*AppendEntriesBatchResponse, error)
 	// RequestVote asks for a vote in an election.
 	RequestVote(context.Context, *RequestVoteRequest) (*RequestVoteResponse, error)
 	// RequestPreVote asks whether a vote would be granted.
@@ -174,6 +197,9 @@ func (UnimplementedRaftServer) AppendEntries(context.Context, *AppendEntriesRequ
 }
 func (UnimplementedRaftServer) AppendEntriesPipeline(grpc.BidiStreamingServer[AppendEntriesRequest, AppendEntriesResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method AppendEntriesPipeline not implemented")
+}
+func (UnimplementedRaftServer) AppendEntriesBatch(context.Context, *AppendEntriesBatchRequest) (*AppendEntriesBatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppendEntriesBatch not implemented")
 }
 func (UnimplementedRaftServer) RequestVote(context.Context, *RequestVoteRequest) (*RequestVoteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RequestVote not implemented")
@@ -232,6 +258,24 @@ func _Raft_AppendEntriesPipeline_Handler(srv interface{}, stream grpc.ServerStre
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_AppendEntriesPipelineServer = grpc.BidiStreamingServer[AppendEntriesRequest, AppendEntriesResponse]
+
+func _Raft_AppendEntriesBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendEntriesBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftServer).AppendEntriesBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Raft_AppendEntriesBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftServer).AppendEntriesBatch(ctx, req.(*AppendEntriesBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _Raft_RequestVote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RequestVoteRequest)
@@ -304,6 +348,10 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AppendEntries",
 			Handler:    _Raft_AppendEntries_Handler,
+		},
+		{
+			MethodName: "AppendEntriesBatch",
+			Handler:    _Raft_AppendEntriesBatch_Handler,
 		},
 		{
 			MethodName: "RequestVote",
