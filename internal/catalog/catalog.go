@@ -91,11 +91,11 @@ func DefaultConfig() Config {
 		DeadGrace:              30 * time.Second,
 		MaxConcurrentSteps:     4,
 		StepTimeout:            30 * time.Second,
-		HeartbeatTimeout:       time.Second,
-		ElectionTimeout:        time.Second,
-		LeaderLeaseTimeout:     time.Second,
-		CommitTimeout:          250 * time.Millisecond,
-		LeaderHeartbeatTimeout: 10 * time.Second,
+		HeartbeatTimeout:       2 * time.Second,
+		ElectionTimeout:        2 * time.Second,
+		LeaderLeaseTimeout:     2 * time.Second,
+		CommitTimeout:          500 * time.Millisecond,
+		LeaderHeartbeatTimeout: 30 * time.Second,
 	}
 }
 

@@ -58,9 +58,9 @@ func DefaultOptions() Options {
 		DefaultShards:          16,
 		HeartbeatTimeout:       2 * time.Second,
 		ElectionTimeout:        2 * time.Second,
-		LeaderLeaseTimeout:     time.Second,
-		CommitTimeout:          250 * time.Millisecond,
-		LeaderHeartbeatTimeout: 10 * time.Second,
+		LeaderLeaseTimeout:     2 * time.Second,
+		CommitTimeout:          500 * time.Millisecond,
+		LeaderHeartbeatTimeout: 30 * time.Second,
 		LeaderEvery:            time.Second,
 	}
 }

@@ -201,6 +201,10 @@ func (s *Server) Start() (err error) {
 	}
 	tcfg := transport.DefaultConfig(peerAddr)
 	tcfg.MaxMsgBytes = maxMsg
+	// An idle group's follower hears from its leader every one to two
+	// CommitTimeouts; batching may add half of one (docs/adr/020), which
+	// keeps the longest gap within HeartbeatTimeout and the lease.
+	tcfg.BatchDelay = s.cfg.Shard.CommitTimeout / 2
 	poolOpts := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 		// Reconnect to a peer within a second of a partition healing

@@ -35,7 +35,10 @@ type Config struct {
 	// they hold committed from the transport's commit push as soon as the
 	// leader applied it (transport.CommitPusher), so this only keeps them
 	// in contact: it must stay well within HeartbeatTimeout and
-	// LeaderLeaseTimeout.
+	// LeaderLeaseTimeout. The node's transport may delay an idle group's
+	// message by half a CommitTimeout to send it with other groups' (the
+	// longest gap is then two and a half CommitTimeouts, 1.25 s by
+	// default, against a 2 s HeartbeatTimeout and lease).
 	CommitTimeout time.Duration
 	// LeaderHeartbeatTimeout is the HeartbeatTimeout a replica runs with
 	// while it leads: raft's leader heartbeats every tenth to fifth of it.
@@ -88,11 +91,11 @@ func DefaultConfig() Config {
 		SnapshotThreshold:      8192,
 		SnapshotInterval:       2 * time.Minute,
 		TrailingLogs:           10240,
-		HeartbeatTimeout:       1000 * time.Millisecond,
-		ElectionTimeout:        1000 * time.Millisecond,
-		LeaderLeaseTimeout:     1000 * time.Millisecond,
-		CommitTimeout:          250 * time.Millisecond,
-		LeaderHeartbeatTimeout: 10 * time.Second,
+		HeartbeatTimeout:       2 * time.Second,
+		ElectionTimeout:        2 * time.Second,
+		LeaderLeaseTimeout:     2 * time.Second,
+		CommitTimeout:          500 * time.Millisecond,
+		LeaderHeartbeatTimeout: 30 * time.Second,
 		MaxAppendEntries:       256,
 		VersionRetention:       time.Hour,
 		RequestRetention:       10 * time.Minute,

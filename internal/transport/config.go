@@ -49,7 +49,7 @@ type Config struct {
 	// same node, in one AppendEntriesBatch (batch.go). 0 sends each on its
 	// group's stream. It adds to the gap between two messages a follower
 	// receives, which must stay well below raft's HeartbeatTimeout and
-	// LeaderLeaseTimeout.
+	// LeaderLeaseTimeout (a node sets it to half its CommitTimeout).
 	BatchDelay time.Duration
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
@@ -72,7 +72,7 @@ func DefaultConfig(advertise string) Config {
 		MaxMsgBytes:        64 << 20,
 		MaxInFlight:        2,
 		CommitPushDelay:    time.Millisecond,
-		BatchDelay:         100 * time.Millisecond,
+		BatchDelay:         250 * time.Millisecond,
 	}
 }
 
