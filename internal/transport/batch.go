@@ -202,7 +202,7 @@ func batchResultFromProto(typ, target string, r *peerv1.AppendEntriesBatchResult
 		if err := proto.Unmarshal(r.GetStatus(), &st); err != nil || codes.Code(st.GetCode()) == codes.OK {
 			return batchResult{err: fmt.Errorf("%w: undecodable status in a batch result (err %v)", ErrInvalidRequest, err)}
 		}
-		return batchResult{err: fromStatus(typ, target, status.ErrorProto(&st))}
+		return batchResult{err: fromStatus(typ, target, statusFromProto(&st))}
 	}
 	if r.GetResponse() == nil {
 		return batchResult{err: fmt.Errorf("%w: batch result without response or status", ErrInvalidRequest)}

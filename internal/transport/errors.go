@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -86,3 +87,8 @@ func generationRefusal(group string, local, sender uint64) error {
 	}
 	return st.Err()
 }
+
+// statusFromProto is the error a peer reported for one request of a batch
+// (AppendEntriesBatchResult.status), as the request would have failed
+// alone.
+func statusFromProto(st *spb.Status) error { return status.ErrorProto(st) }
