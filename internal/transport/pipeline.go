@@ -164,14 +164,23 @@ func (p *pipeline) receive() {
 			err = fromStatus(typePipeline, string(p.target), err)
 			p.g.refused(err)
 		}
-		p.g.net.metrics.observeSent(typePipeline, f.start, f.reqBytes, respBytes, err)
-		f.respond(err)
-		<-p.slots
-		select {
-		case p.doneCh <- f:
-		case <-p.closed:
+		if !p.finish(f, typePipeline, respBytes, err) {
 			return
 		}
+	}
+}
+
+// finish records f's outcome, answers it, frees its slot and hands it to
+// raft; false if the pipeline closed meanwhile.
+func (p *pipeline) finish(f *appendFuture, typ string, respBytes int, err error) bool {
+	p.g.net.metrics.observeSent(typ, f.start, f.reqBytes, respBytes, err)
+	f.respond(err)
+	<-p.slots
+	select {
+	case p.doneCh <- f:
+		return true
+	case <-p.closed:
+		return false
 	}
 }
 
@@ -194,15 +203,7 @@ func (p *pipeline) receiveBatched(f *appendFuture) bool {
 	} else {
 		p.g.refused(err)
 	}
-	p.g.net.metrics.observeSent(typeBatched, f.start, f.reqBytes, respBytes, err)
-	f.respond(err)
-	<-p.slots
-	select {
-	case p.doneCh <- f:
-		return true
-	case <-p.closed:
-		return false
-	}
+	return p.finish(f, typeBatched, respBytes, err)
 }
 
 // Consumer implements raft.AppendPipeline.
