@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 
 	"time"
@@ -335,6 +336,12 @@ func (db *DB) commitLoop() {
 			}
 		}
 		batch = append(batch[:0], first)
+		if db.cfg.Derived {
+			// Not fsynced, so a commit is short and the requests of
+			// other groups' appliers that are runnable right now would
+			// each get one of their own: let them queue first.
+			runtime.Gosched()
+		}
 	fill:
 		for len(batch) < db.cfg.MaxBatch {
 			select {
