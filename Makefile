@@ -100,7 +100,7 @@ bench:
 bench-compare:
 	bench/compare.sh
 
-## bench-shards: idle CPU, memory and YCSB-B of a 3-node site with 16, 256 and 1,024 shards per node (about 10 minutes); results in bench/results/shards.md
+## bench-shards: idle CPU, memory and YCSB-B of a 3-node site with 16, 256 and 1,024 shards per node (about 20 minutes); results in bench/results/shards.md
 bench-shards:
 	bench/shards.sh
 
