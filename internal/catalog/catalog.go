@@ -480,6 +480,10 @@ func (c *Catalog) shards() []placement.Shard {
 	return out
 }
 
+// placementPause separates a round that executed placement steps from the
+// next.
+const placementPause = 20 * time.Millisecond
+
 // leaderLoop runs the leader's duties: register alive nodes, initialize the
 // placement map, rebalance.
 func (c *Catalog) leaderLoop() {
@@ -497,27 +501,46 @@ func (c *Catalog) leaderLoop() {
 		case <-life.Done():
 		}
 	}()
+	more := false
 	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
+		if more {
+			// The last round's placement steps all succeeded and the
+			// plan may hold more: go on after a short pause, not a tick,
+			// or placing the replicas of many new shards takes a tick
+			// per step. The pause bounds the rounds of a plan that
+			// kept proposing steps that change nothing.
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(placementPause):
+			}
+		} else {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+			}
 		}
+		more = false
 		if !c.IsLeader() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(life, c.cfg.StepTimeout)
-		if err := c.lead(ctx); err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() != context.Canceled {
+		var err error
+		more, err = c.lead(ctx)
+		if err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() != context.Canceled {
 			c.log.Warn("catalog leader round", "err", err)
 		}
 		cancel()
 	}
 }
 
-func (c *Catalog) lead(ctx context.Context) error {
+// lead runs one round of the leader's duties. more reports that the round
+// executed placement steps and every one succeeded.
+func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	self := Node{ID: c.cfg.NodeID, PeerAddr: c.cfg.PeerAddr, ClientAddr: c.cfg.ClientAddr}
 	if err := c.AddNode(ctx, self); err != nil {
-		return err
+		return false, err
 	}
 	alive, downSince := c.deps.Members.Alive()
 	for _, n := range alive {
@@ -533,9 +556,9 @@ func (c *Catalog) lead(ctx context.Context) error {
 		m := placement.NewMap(placement.Assign(c.shards(), []placement.NodeID{placement.NodeID(c.cfg.NodeID)}, c.cfg.Replicas))
 		b, err := m.Marshal()
 		if err != nil {
-			return err
+			return false, err
 		}
-		return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_InitMap{InitMap: b}})
+		return false, c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_InitMap{InitMap: b}})
 	}
 	// Live: registered nodes gossip reports alive, plus nodes down for
 	// less than the grace period.
@@ -557,21 +580,21 @@ func (c *Catalog) lead(ctx context.Context) error {
 		}
 	}
 	if err := c.addShards(ctx, st.Map, up); err != nil {
-		return err
+		return false, err
 	}
 	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
 		key := balanceKey(st.Map.Epoch, live)
 		now := time.Now()
 		if key == c.balancedKey && now.Before(c.balanceDue) {
-			return nil
+			return false, nil
 		}
 		moves, err := c.balanceLeaders(ctx, st, live)
 		c.balancedKey, c.balanceDue = "", time.Time{}
 		if moves == 0 && err == nil {
 			c.balancedKey, c.balanceDue = key, now.Add(c.cfg.LeaderBalanceInterval)
 		}
-		return err
+		return false, err
 	}
 	c.balancedKey = ""
 	var wg sync.WaitGroup
@@ -591,7 +614,8 @@ func (c *Catalog) lead(ctx context.Context) error {
 		}(i, s)
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	err = errors.Join(errs...)
+	return err == nil, err
 }
 
 // addShards puts the shards of the keyspaces that are not in the map yet
