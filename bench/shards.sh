@@ -15,6 +15,7 @@
 # Environment: SHARDS_COUNTS [16,256,1024] shards per node,
 # SHARDS_IDLE_SECONDS [30], SHARDS_YCSB_DURATION [10s], SHARDS_RECORDS [10000],
 # SHARDS_PLACE_TIMEOUT [600] seconds to wait for every replica to be placed
+# and shard leadership to stop moving
 # (the row then says how many were), SHARDS_OUT [bench/results/shards.md].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,8 +96,21 @@ for n in "${counts[@]}"; do
 		sleep 2
 	done
 	took=$((SECONDS - start))
-	log "$placed of $want replicas placed in ${took}s; waiting 20s for the site to settle"
-	sleep 20
+	# The catalog leader then evens out shard leadership (a few transfers
+	# a round): wait until no node logged a move for 15 s, within the
+	# same bound.
+	log "$placed of $want replicas placed in ${took}s; waiting for shard leadership to settle"
+	quiet=0
+	while ((quiet < 15 && SECONDS < end)); do
+		before=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
+		sleep 5
+		after=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
+		if ((after == before)); then quiet=$((quiet + 5)); else quiet=0; fi
+	done
+	balanced=$((SECONDS - start))
+	((quiet >= 15)) || log "shard leadership still moving after ${PLACE_TIMEOUT}s"
+	log "leadership settled ${balanced}s after the start; waiting 10s more"
+	sleep 10
 	mapfile -t P < <(pids)
 	t0=$(cpu_ticks "${P[@]}")
 	sleep "$IDLE"
@@ -105,7 +119,7 @@ for n in "${counts[@]}"; do
 	mem=$(rss_mb "${P[@]}")
 	log "idle: $cpu cores, $mem MB resident; YCSB-B"
 	read -r o16 o64 < <(ycsb_b)
-	ROWS+=("| $n | $placed / $want in ${took}s | $cpu | $mem | $o16 | $o64 |")
+	ROWS+=("| $n | $placed / $want in ${took}s, leaders settled at ${balanced}s | $cpu | $mem | $o16 | $o64 |")
 	log "$n shards: idle $cpu cores, $mem MB, YCSB-B $o16 / $o64 ops/s"
 done
 

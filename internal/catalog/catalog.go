@@ -504,8 +504,8 @@ func (c *Catalog) leaderLoop() {
 	more := false
 	for {
 		if more {
-			// The last round's placement steps all succeeded and the
-			// plan may hold more: go on after a short pause, not a tick,
+			// The last round's placement steps (or leadership moves)
+			// all succeeded and the plan may hold more: go on after a short pause, not a tick,
 			// or placing the replicas of many new shards takes a tick
 			// per step. The pause bounds the rounds of a plan that
 			// kept proposing steps that change nothing.
@@ -536,7 +536,7 @@ func (c *Catalog) leaderLoop() {
 }
 
 // lead runs one round of the leader's duties. more reports that the round
-// executed placement steps and every one succeeded.
+// executed placement steps or leadership moves and every one succeeded.
 func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	self := Node{ID: c.cfg.NodeID, PeerAddr: c.cfg.PeerAddr, ClientAddr: c.cfg.ClientAddr}
 	if err := c.AddNode(ctx, self); err != nil {
@@ -594,7 +594,7 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 		if moves == 0 && err == nil {
 			c.balancedKey, c.balanceDue = key, now.Add(c.cfg.LeaderBalanceInterval)
 		}
-		return false, err
+		return moves > 0 && err == nil, err
 	}
 	c.balancedKey = ""
 	var wg sync.WaitGroup
