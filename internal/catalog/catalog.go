@@ -480,8 +480,8 @@ func (c *Catalog) shards() []placement.Shard {
 	return out
 }
 
-// placementPause separates a round that executed placement steps from the
-// next.
+// placementPause separates a round that executed placement steps or
+// leadership moves from the next.
 const placementPause = 20 * time.Millisecond
 
 // leaderLoop runs the leader's duties: register alive nodes, initialize the
@@ -503,23 +503,19 @@ func (c *Catalog) leaderLoop() {
 	}()
 	more := false
 	for {
+		// After a round whose placement steps (or leadership moves) all
+		// succeeded the plan may hold more: go on after a short pause,
+		// not a tick, or placing the replicas of many new shards takes a
+		// tick per step. The pause bounds the rounds of a plan that kept
+		// proposing steps that change nothing.
+		next := t.C
 		if more {
-			// The last round's placement steps (or leadership moves)
-			// all succeeded and the plan may hold more: go on after a short pause, not a tick,
-			// or placing the replicas of many new shards takes a tick
-			// per step. The pause bounds the rounds of a plan that
-			// kept proposing steps that change nothing.
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(placementPause):
-			}
-		} else {
-			select {
-			case <-c.stop:
-				return
-			case <-t.C:
-			}
+			next = time.After(placementPause)
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-next:
 		}
 		more = false
 		if !c.IsLeader() {
