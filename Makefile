@@ -21,7 +21,7 @@ run: build
 ## test: lint (vet, gofmt, staticcheck), the race-enabled test suite (with the
 ## internal/lint rules and goleak checks) and a short run of every fuzz target.
 test: lint
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -timeout 30m ./...
 	$(MAKE) fuzz
 
 ## fuzz: runs every Fuzz target of the module for FUZZTIME each (scripts/fuzz.sh).

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/hashicorp/raft"
+
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
@@ -148,34 +152,81 @@ func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *a
 	}
 	st, _ := a.cluster.Catalog.State()
 	resp = &adminv1.ShardsResponse{PlacementEpoch: st.Map.Epoch}
+	// Nodes gossip reports down are not asked: a call to one may hang
+	// until its timeout. The others are asked concurrently, so a slow
+	// node costs the call one timeout, not one per replica it holds.
+	down := map[string]bool{}
+	for _, m := range a.cluster.Members.Members() {
+		if m.Site == a.cfg.Site && (m.State == membership.StateDead || m.State == membership.StateLeft) {
+			down[m.NodeID] = true
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, shardsStatusConcurrency)
+	var leaders []*[]string // per shard, the leader each replica names
 	for _, sh := range st.Map.SortedShards() {
 		if req.Keyspace != "" && sh.Keyspace != req.Keyspace {
 			continue
 		}
 		info := &adminv1.ShardInfo{Keyspace: sh.Keyspace, Shard: sh.ID}
-		for _, r := range st.Map.Shards[sh] {
+		named := make([]string, len(st.Map.Shards[sh]))
+		leaders = append(leaders, &named)
+		for i, r := range st.Map.Shards[sh] {
 			rep := &adminv1.ShardReplica{NodeId: string(r.Node), Voter: r.Voter, State: "unreachable"}
-			if n, ok := st.Nodes[string(r.Node)]; ok {
-				if c, err := a.cluster.Pool.Node(n.PeerAddr); err == nil {
-					cctx, cancel := context.WithTimeout(ctx, time.Second)
-					rs, err := c.ReplicaStatus(cctx, &peerv1.ReplicaStatusRequest{Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID}})
-					cancel()
-					if err == nil && rs.Hosted {
-						rep.State, rep.CommitIndex, rep.AppliedIndex = rs.State, rs.CommitIndex, rs.AppliedIndex
-						if info.Leader == "" {
-							info.Leader = rs.LeaderId
-						}
-					} else if err == nil {
-						rep.State = "opening"
-					}
-				}
-			}
 			info.Replicas = append(info.Replicas, rep)
+			n, ok := st.Nodes[string(r.Node)]
+			if !ok || down[string(r.Node)] {
+				continue
+			}
+			c, err := a.cluster.Pool.Node(n.PeerAddr)
+			if err != nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				defer func() { <-sem }()
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				rs, err := c.ReplicaStatus(cctx, &peerv1.ReplicaStatusRequest{Shard: &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID}})
+				cancel()
+				if err == nil && rs.Hosted {
+					rep.State, rep.CommitIndex, rep.AppliedIndex = rs.State, rs.CommitIndex, rs.AppliedIndex
+					named[i] = rs.LeaderId
+					if rs.State == raft.Leader.String() {
+						// Its own word beats what a follower last heard.
+						named[i] = "!" + string(r.Node)
+					}
+				} else if err == nil {
+					rep.State = "opening"
+				}
+			}()
 		}
 		resp.Shards = append(resp.Shards, info)
 	}
+	wg.Wait()
+	for i, info := range resp.Shards {
+		// The replica that leads, else the first one that names a leader.
+		for _, l := range *leaders[i] {
+			if strings.HasPrefix(l, "!") {
+				info.Leader = l[1:]
+				break
+			}
+			if l != "" && info.Leader == "" {
+				info.Leader = l
+			}
+		}
+	}
 	return resp, nil
 }
+
+// shardsStatusConcurrency bounds the ReplicaStatus calls one Shards call
+// has in flight.
+const shardsStatusConcurrency = 32
 
 // Drain implements adminv1.AdminServer.
 func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adminv1.DrainResponse, err error) {

@@ -50,16 +50,19 @@ type batchResult struct {
 }
 
 // batchItem is one request waiting in a batch; done is called once with
-// its answer.
+// its answer. An item without msg is built when its batch is sent: build
+// returns the request, or nil to drop the item (done is then not called).
 type batchItem struct {
-	msg  *peerv1.AppendEntriesRequest
-	done func(batchResult)
+	msg   *peerv1.AppendEntriesRequest
+	build func() *peerv1.AppendEntriesRequest
+	done  func(batchResult)
 }
 
 // batchQueue holds the requests waiting to go to one node.
 type batchQueue struct {
 	items            []*batchItem
 	timer            *time.Timer // sends items; nil while items is empty
+	due              time.Time   // when timer fires
 	unsupportedUntil time.Time
 }
 
@@ -79,10 +82,16 @@ func (b *batcher) init(n *Network) {
 	b.mu.queues = make(map[raft.ServerAddress]*batchQueue)
 }
 
-// add queues it for target. It returns false, and keeps nothing, if
-// batching is off, target did not know batches lately or the Network is
-// closing: the caller then sends the request itself.
+// add queues it for target, to be sent at most Config.BatchDelay later.
+// It returns false, and keeps nothing, if batching is off, target did not
+// know batches lately or the Network is closing: the caller then sends
+// the request itself.
 func (b *batcher) add(target raft.ServerAddress, it *batchItem) bool {
+	return b.addWithin(target, it, b.n.cfg.BatchDelay)
+}
+
+// addWithin is add, with the batch sent at most delay later.
+func (b *batcher) addWithin(target raft.ServerAddress, it *batchItem, delay time.Duration) bool {
 	if b.n.cfg.BatchDelay <= 0 {
 		return false
 	}
@@ -100,11 +109,16 @@ func (b *batcher) add(target raft.ServerAddress, it *batchItem) bool {
 		return false
 	}
 	q.items = append(q.items, it)
+	due := time.Now().Add(delay)
 	switch {
 	case len(q.items) >= maxBatchRequests:
 		b.sendLocked(target, q)
-	case q.timer == nil:
-		q.timer = time.AfterFunc(b.n.cfg.BatchDelay, func() { b.flush(target) })
+	case q.timer == nil || due.Before(q.due):
+		if q.timer != nil {
+			q.timer.Stop() // if it fires anyway, flush sends early: harmless
+		}
+		q.timer = time.AfterFunc(delay, func() { b.flush(target) })
+		q.due = due
 	}
 	return true
 }
@@ -127,7 +141,10 @@ func (b *batcher) sendLocked(target raft.ServerAddress, q *batchQueue) {
 	items := q.items
 	q.items = nil
 	b.wg.Add(1)
-	go b.send(target, items)
+	go func() {
+		defer b.wg.Done()
+		b.send(target, items)
+	}()
 }
 
 // close fails the requests still waiting with ErrClosed and waits for the
@@ -154,11 +171,20 @@ func (b *batcher) close() {
 // send makes one AppendEntriesBatch RPC to target and hands every request
 // its answer.
 func (b *batcher) send(target raft.ServerAddress, items []*batchItem) {
-	defer b.wg.Done()
 	start := time.Now()
-	req := &peerv1.AppendEntriesBatchRequest{Requests: make([]*peerv1.AppendEntriesRequest, len(items))}
-	for i, it := range items {
-		req.Requests[i] = it.msg
+	req := &peerv1.AppendEntriesBatchRequest{Requests: make([]*peerv1.AppendEntriesRequest, 0, len(items))}
+	kept := items[:0]
+	for _, it := range items {
+		if it.msg == nil {
+			if it.msg = it.build(); it.msg == nil {
+				continue
+			}
+		}
+		req.Requests = append(req.Requests, it.msg)
+		kept = append(kept, it)
+	}
+	if items = kept; len(items) == 0 {
+		return
 	}
 	var resp *peerv1.AppendEntriesBatchResponse
 	c, err := b.n.client(target)

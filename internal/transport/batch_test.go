@@ -30,6 +30,23 @@ func sentCounts(t *testing.T, nodes []*testNode) idleCounts {
 	return c
 }
 
+// startGroups starts each group on every node.
+func startGroups(t *testing.T, nodes []*testNode, groups []string, tweak func(*raft.Config)) (map[string][]*raft.Raft, map[string]map[string]*countFSM) {
+	t.Helper()
+	peers := servers(nodes...)
+	rafts := map[string][]*raft.Raft{}
+	fsms := map[string]map[string]*countFSM{}
+	for _, g := range groups {
+		fsms[g] = map[string]*countFSM{}
+		for _, n := range nodes {
+			r, f := n.startGroup(t, g, raft.NewInmemSnapshotStore(), tweak, peers)
+			rafts[g] = append(rafts[g], r)
+			fsms[g][n.id] = f
+		}
+	}
+	return rafts, fsms
+}
+
 // TestIdleGroupsBatched: four groups on three nodes, written to, then
 // left idle. raft's replication keeps sending each follower a message
 // every CommitTimeout; those travel in AppendEntriesBatch RPCs, several
@@ -37,18 +54,8 @@ func sentCounts(t *testing.T, nodes []*testNode) idleCounts {
 func TestIdleGroupsBatched(t *testing.T) {
 	tweak := func(c *Config) { c.BatchDelay = 100 * time.Millisecond }
 	nodes := []*testNode{newTestNode(t, "a", tweak), newTestNode(t, "b", tweak), newTestNode(t, "c", tweak)}
-	peers := servers(nodes...)
 	groups := []string{"g1", "g2", "g3", "g4"}
-	rafts := map[string][]*raft.Raft{}
-	fsms := map[string]map[string]*countFSM{}
-	for _, g := range groups {
-		fsms[g] = map[string]*countFSM{}
-		for _, n := range nodes {
-			r, f := n.startGroup(t, g, raft.NewInmemSnapshotStore(), nil, peers)
-			rafts[g] = append(rafts[g], r)
-			fsms[g][n.id] = f
-		}
-	}
+	rafts, fsms := startGroups(t, nodes, groups, nil)
 	for _, g := range groups {
 		applyN(t, rafts[g], 1, 5)
 		waitConverged(t, 5, fsms[g])

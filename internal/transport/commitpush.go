@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/guards"
@@ -18,7 +19,10 @@ import (
 // group transport therefore sends a follower the commit index itself as
 // soon as the leader's state machine applied an entry the follower holds
 // (CommitApplied) and no message of raft's carried it within
-// Config.CommitPushDelay.
+// Config.CommitPushDelay. The pushes of all groups bound for one node
+// travel in one AppendEntriesBatch (batch.go), sent CommitPushDelay after
+// the first of them and built then, so a leader of many busy groups sends
+// each peer at most one push RPC per CommitPushDelay, not one per write.
 //
 // The message is an ordinary AppendEntries of the leader's current term,
 // with no entries: its previous entry is the last one the follower
@@ -150,6 +154,24 @@ func (g *groupTransport) schedulePush(target raft.ServerAddress, f *followerComm
 		return
 	}
 	f.pending = true
+	var start time.Time
+	it := &batchItem{
+		build: func() *peerv1.AppendEntriesRequest {
+			start = time.Now()
+			return g.pushMessage(target, f)
+		},
+		done: func(r batchResult) {
+			err, respBytes := r.err, 0
+			if err == nil {
+				respBytes = proto.Size(r.resp)
+			}
+			g.net.metrics.observeSent(typeCommitPush, start, 0, respBytes, err)
+			g.pushed(target, f, err)
+		},
+	}
+	if g.net.batch.addWithin(target, it, g.net.cfg.CommitPushDelay) {
+		return
+	}
 	c.wg.Add(1)
 	time.AfterFunc(g.net.cfg.CommitPushDelay, func() {
 		defer c.wg.Done()
@@ -157,29 +179,56 @@ func (g *groupTransport) schedulePush(target raft.ServerAddress, f *followerComm
 	})
 }
 
-// pushTo sends target the commit index it lacks, unless raft's own
-// messages carried it meanwhile.
-func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
+// pushMessage returns the push target lacks, or nil (and f is no longer
+// pending) if raft's own messages carried its commit index meanwhile.
+// The pushes of all groups bound for one node travel together in an
+// AppendEntriesBatch, built when it is sent: one RPC per node pair and
+// CommitPushDelay at most, however many groups the leader applied
+// entries of (docs/adr/020-idle-shards-and-the-write-path.md).
+func (g *groupTransport) pushMessage(target raft.ServerAddress, f *followerCommit) *peerv1.AppendEntriesRequest {
 	c := &g.push
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	commit := min(c.applied, f.ackIdx)
 	if commit <= f.sent || c.stopped || c.followers[target] != f {
 		f.pending = false
-		c.mu.Unlock()
-		return
+		return nil
 	}
-	req := &raft.AppendEntriesRequest{
+	f.sent = commit
+	msg := appendEntriesToProto(g.name, &raft.AppendEntriesRequest{
 		RPCHeader:         f.header,
 		Term:              f.term,
 		PrevLogEntry:      f.ackIdx,
 		PrevLogTerm:       f.ackTerm,
 		LeaderCommitIndex: commit,
-	}
-	f.sent = commit
-	c.mu.Unlock()
-
-	msg := appendEntriesToProto(g.name, req)
+	})
 	msg.Header = g.stamp(msg.Header)
+	return msg
+}
+
+// pushed records the end of a push to target: another one may follow.
+func (g *groupTransport) pushed(target raft.ServerAddress, f *followerCommit, err error) {
+	if err != nil {
+		g.net.log.Debug("commit push failed", "group", g.name, "target", target, "err", err)
+		g.refused(err)
+	}
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.pending = false
+	if c.followers[target] == f {
+		g.schedulePush(target, f)
+	}
+}
+
+// pushTo sends target the commit index it lacks on its own (the peer does
+// not take batches), unless raft's own messages carried it meanwhile.
+func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
+	msg := g.pushMessage(target, f)
+	if msg == nil {
+		return
+	}
+	c := &g.push
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // ends the push when the transport closes
@@ -190,14 +239,5 @@ func (g *groupTransport) pushTo(target raft.ServerAddress, f *followerCommit) {
 		}
 	}()
 	_, err := callCtx(ctx, g, typeCommitPush, target, msg, peerv1.RaftClient.AppendEntries)
-	if err != nil {
-		g.net.log.Debug("commit push failed", "group", g.name, "target", target, "err", err)
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f.pending = false
-	if c.followers[target] == f {
-		g.schedulePush(target, f)
-	}
+	g.pushed(target, f, err)
 }

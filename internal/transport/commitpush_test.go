@@ -58,3 +58,63 @@ func TestCommitPush(t *testing.T) {
 	}
 	t.Logf("%v commit pushes", pushes)
 }
+
+// TestCommitPushesBatched: the pushes of several groups bound for one
+// node travel together. Four groups on three nodes (one node leads at
+// least two of them), raft's CommitTimeout an hour away: one write to
+// each group, and the followers learn the commits, from pushes (some may
+// ride on raft's own messages). There are fewer AppendEntriesBatch RPCs
+// than pushes.
+func TestCommitPushesBatched(t *testing.T) {
+	tweak := func(c *Config) { c.CommitPushDelay = 50 * time.Millisecond }
+	nodes := []*testNode{newTestNode(t, "a", tweak), newTestNode(t, "b", tweak), newTestNode(t, "c", tweak)}
+	groups := []string{"g1", "g2", "g3", "g4"}
+	rafts, fsms := startGroups(t, nodes, groups, func(c *raft.Config) { c.CommitTimeout = time.Hour })
+	pushers := map[string]CommitPusher{}
+	for _, g := range groups {
+		leader := waitLeader(t, rafts[g]...)
+		for j, r := range rafts[g] {
+			if r == leader {
+				gt, err := nodes[j].net.group(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pushers[g] = gt
+			}
+		}
+	}
+	before := sentCounts(t, nodes)
+	pushesBefore := 0.0
+	for _, n := range nodes {
+		pushesBefore += counterValue(t, n.net.metrics.sent.WithLabelValues(typeCommitPush, "OK"))
+	}
+	futures := map[string]raft.ApplyFuture{}
+	for _, g := range groups {
+		futures[g] = waitLeader(t, rafts[g]...).Apply(binary.BigEndian.AppendUint64(nil, 1), 10*time.Second)
+	}
+	for _, g := range groups {
+		if err := futures[g].Error(); err != nil {
+			t.Fatalf("apply to %s: %v", g, err)
+		}
+	}
+	for _, g := range groups { // what the shard groups do once their leaders applied
+		pushers[g].CommitApplied(futures[g].Index())
+	}
+	for _, g := range groups {
+		for name, fsm := range fsms[g] {
+			waitFor(t, 10*time.Second, fmt.Sprintf("%s of %s to apply the write", name, g), func() bool {
+				c, _, _ := fsm.state()
+				return c == 1
+			})
+		}
+	}
+	pushes := -pushesBefore
+	for _, n := range nodes {
+		pushes += counterValue(t, n.net.metrics.sent.WithLabelValues(typeCommitPush, "OK"))
+	}
+	batches := sentCounts(t, nodes).batches - before.batches
+	t.Logf("%v commit pushes in %v batches", pushes, batches)
+	if pushes < 2 || batches < 1 || batches >= pushes {
+		t.Errorf("%v commit pushes in %v batches: want several, in fewer batches", pushes, batches)
+	}
+}

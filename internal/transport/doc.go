@@ -49,6 +49,12 @@
 //     hands raft the answers in its order. Entries sent meanwhile send the
 //     batch at once. A peer that answers Unimplemented gets them one by one
 //     for a minute.
+//   - A leader's group transport tells a follower a commit index raft's
+//     own messages did not carry within Config.CommitPushDelay
+//     (commitpush.go). These pushes travel in the same AppendEntriesBatch
+//     as the idle groups' messages, which is then sent CommitPushDelay
+//     after the first push, or one by one to a peer that does not take
+//     batches.
 //   - Closing a group transport unregisters the group (its name may be
 //     opened again), fails its waiting handlers with codes.Unavailable and
 //     closes its pipelines. Closing the Network closes every group transport
