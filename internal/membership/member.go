@@ -3,6 +3,7 @@ package membership
 import (
 	"errors"
 	"strconv"
+	"time"
 )
 
 // Errors returned by this package.
@@ -70,6 +71,9 @@ type Member struct {
 	State State
 	// GossipAddr is the IP:port the member gossips at.
 	GossipAddr string
+	// DownSince is when gossip declared the member dead or saw it leave
+	// (zero while it is alive or suspect).
+	DownSince time.Time
 }
 
 // EventKind says what happened to a member.

@@ -204,6 +204,9 @@ func (m *Membership) Members() []Member {
 		if mem.State == StateAlive && states[name] == memberlist.StateSuspect {
 			mem.State = StateSuspect
 		}
+		if mem.State == StateDead || mem.State == StateLeft {
+			mem.DownSince = p.since
+		}
 		out = append(out, mem)
 	}
 	m.mu.Unlock()

@@ -273,6 +273,7 @@ func TestFiveNodesJoinThroughSeed(t *testing.T) {
 func TestAbruptShutdownSuspectThenDead(t *testing.T) {
 	nodes := startCluster(t, 4)
 	victim, others := nodes[3], nodes[:3]
+	stopped := time.Now()
 	if err := victim.Shutdown(); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
@@ -299,6 +300,16 @@ func TestAbruptShutdownSuspectThenDead(t *testing.T) {
 		}
 		return done, why
 	})
+	for _, o := range others { // DownSince: when gossip declared it dead
+		for _, m := range o.Members() {
+			switch {
+			case m.Name() == victim.name && (m.DownSince.Before(stopped) || m.DownSince.After(time.Now())):
+				t.Errorf("%s: %s down since %v, stopped at %v", o.name, victim.name, m.DownSince, stopped)
+			case m.Name() != victim.name && !m.DownSince.IsZero():
+				t.Errorf("%s: live member %s down since %v", o.name, m.Name(), m.DownSince)
+			}
+		}
+	}
 	for i, o := range others {
 		if !suspected[i] {
 			t.Errorf("%s reported %s dead without reporting it suspect first", o.name, victim.name)

@@ -40,7 +40,14 @@ func (s *siteMembers) Alive() ([]catalog.Node, map[string]time.Time) {
 			delete(s.downSince, mb.NodeID)
 			alive = append(alive, catalog.Node{ID: mb.NodeID, PeerAddr: mb.PeerAddr, ClientAddr: mb.ClientAddr})
 		} else if _, ok := s.downSince[mb.NodeID]; !ok {
-			s.downSince[mb.NodeID] = now
+			// Since gossip declared it dead, if it did: the catalog
+			// leader's round may come much later (and a new leader's
+			// first round after an election).
+			since := now
+			if !mb.DownSince.IsZero() && mb.DownSince.Before(now) {
+				since = mb.DownSince
+			}
+			s.downSince[mb.NodeID] = since
 		}
 	}
 	// Members gossip has forgotten are down too.
