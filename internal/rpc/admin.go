@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,14 +162,14 @@ func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *a
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, shardsStatusConcurrency)
-	var leaders []*[]string // per shard, the leader each replica names
+	var views [][]replicaView // per shard, what each replica said
 	for _, sh := range st.Map.SortedShards() {
 		if req.Keyspace != "" && sh.Keyspace != req.Keyspace {
 			continue
 		}
 		info := &adminv1.ShardInfo{Keyspace: sh.Keyspace, Shard: sh.ID}
-		named := make([]string, len(st.Map.Shards[sh]))
-		leaders = append(leaders, &named)
+		named := make([]replicaView, len(st.Map.Shards[sh]))
+		views = append(views, named)
 		for i, r := range st.Map.Shards[sh] {
 			rep := &adminv1.ShardReplica{NodeId: string(r.Node), Voter: r.Voter, State: "unreachable"}
 			info.Replicas = append(info.Replicas, rep)
@@ -196,11 +195,7 @@ func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *a
 				cancel()
 				if err == nil && rs.Hosted {
 					rep.State, rep.CommitIndex, rep.AppliedIndex = rs.State, rs.CommitIndex, rs.AppliedIndex
-					named[i] = rs.LeaderId
-					if rs.State == raft.Leader.String() {
-						// Its own word beats what a follower last heard.
-						named[i] = "!" + string(r.Node)
-					}
+					named[i] = replicaView{leader: rs.LeaderId, leads: rs.State == raft.Leader.String()}
 				} else if err == nil {
 					rep.State = "opening"
 				}
@@ -210,18 +205,26 @@ func (a *Admin) Shards(ctx context.Context, req *adminv1.ShardsRequest) (resp *a
 	}
 	wg.Wait()
 	for i, info := range resp.Shards {
-		// The replica that leads, else the first one that names a leader.
-		for _, l := range *leaders[i] {
-			if strings.HasPrefix(l, "!") {
-				info.Leader = l[1:]
+		// The replica that leads (its own word beats what a follower
+		// last heard), else the first one that names a leader.
+		for j, v := range views[i] {
+			if v.leads {
+				info.Leader = info.Replicas[j].NodeId
 				break
 			}
-			if l != "" && info.Leader == "" {
-				info.Leader = l
+			if v.leader != "" && info.Leader == "" {
+				info.Leader = v.leader
 			}
 		}
 	}
 	return resp, nil
+}
+
+// replicaView is what one replica's ReplicaStatus said of its shard's
+// leadership.
+type replicaView struct {
+	leader string // the leader it names
+	leads  bool   // it leads
 }
 
 // shardsStatusConcurrency bounds the ReplicaStatus calls one Shards call

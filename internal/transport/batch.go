@@ -141,10 +141,7 @@ func (b *batcher) sendLocked(target raft.ServerAddress, q *batchQueue) {
 	items := q.items
 	q.items = nil
 	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.send(target, items)
-	}()
+	go b.send(target, items)
 }
 
 // close fails the requests still waiting with ErrClosed and waits for the
@@ -171,6 +168,7 @@ func (b *batcher) close() {
 // send makes one AppendEntriesBatch RPC to target and hands every request
 // its answer.
 func (b *batcher) send(target raft.ServerAddress, items []*batchItem) {
+	defer b.wg.Done()
 	start := time.Now()
 	req := &peerv1.AppendEntriesBatchRequest{Requests: make([]*peerv1.AppendEntriesRequest, 0, len(items))}
 	kept := items[:0]
