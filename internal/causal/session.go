@@ -244,14 +244,44 @@ func (s *Session) Observe(keyspace string, key []byte, v Version) {
 }
 
 // ObserveShard records that the session saw version v of key, which
-// belongs to shard.
+// belongs to shard. PastHLC rises to v unless the session already holds
+// exactly v as key's floor (see HoldsKeyVersion).
 func (s *Session) ObserveShard(keyspace string, key []byte, shard uint32, v Version) {
 	if v.IsZero() {
 		return
 	}
+	if !s.HoldsKeyVersion(keyspace, key, v) {
+		s.PastHLC = max(s.PastHLC, v.HLC)
+	}
 	s.observeHLC(v.HLC)
-	s.PastHLC = max(s.PastHLC, v.HLC)
 	s.observeKey(keyspace, key, shard, v)
+}
+
+// ObserveKnown records that the session saw version v of key, which
+// belongs to shard, when the session the read carried held exactly v as
+// key's floor (HoldsKeyVersion): a floor and a dependency, like
+// ObserveShard, but PastHLC stays. A reply's delta records a re-read
+// this way.
+func (s *Session) ObserveKnown(keyspace string, key []byte, shard uint32, v Version) {
+	if v.IsZero() {
+		return
+	}
+	s.observeHLC(v.HLC)
+	s.observeKey(keyspace, key, shard, v)
+}
+
+// HoldsKeyVersion reports whether v is key's floor in s. Reading v again
+// then needs no higher PastHLC: a key floor enters a session when the
+// session writes that version (whose causal past on other shards is what
+// the session had read before, under PastHLC already, and its own earlier
+// writes, under its floors) or reads it (which raised PastHLC to it), or
+// with another session merged into s (whose PastHLC s takes). So the
+// causal past of v is already under s's floors, and the read of one's own
+// write does not send the session's next reads on every other shard to a
+// replica that applied it, or to the leader (ADR 015).
+func (s *Session) HoldsKeyVersion(keyspace string, key []byte, v Version) bool {
+	kf, ok := s.keys[FloorKey(keyspace, key)]
+	return ok && kf.v == v
 }
 
 func (s *Session) observeKey(keyspace string, key []byte, shard uint32, v Version) {

@@ -261,3 +261,37 @@ func TestSessionSite(t *testing.T) {
 		t.Fatalf("site %q after a merge without site", s.Site)
 	}
 }
+
+// TestRereadKeepsPastHLC: reading a version the session already holds as
+// the key's floor (its own write, or a version it read before) leaves
+// PastHLC; reading a newer version raises it.
+func TestRereadKeepsPastHLC(t *testing.T) {
+	var s Session
+	own := Version{HLC: MakeHLC(100, 0)}
+	s.ObserveWrite("ks", []byte("k"), 1, own)
+	if s.PastHLC != 0 || s.MaxHLC != own.HLC {
+		t.Fatalf("after a write: PastHLC %d MaxHLC %d, want 0 and %d", s.PastHLC, s.MaxHLC, own.HLC)
+	}
+	if !s.HoldsKeyVersion("ks", []byte("k"), own) {
+		t.Fatal("the session does not hold its own write as the key's floor")
+	}
+	s.ObserveShard("ks", []byte("k"), 1, own)
+	if s.PastHLC != 0 {
+		t.Fatalf("re-reading its own write raised PastHLC to %d", s.PastHLC)
+	}
+	var delta Session
+	delta.ObserveKnown("ks", []byte("k"), 1, own)
+	if delta.PastHLC != 0 || !delta.HoldsKeyVersion("ks", []byte("k"), own) {
+		t.Fatalf("ObserveKnown: PastHLC %d, holds %v", delta.PastHLC, delta.HoldsKeyVersion("ks", []byte("k"), own))
+	}
+	other := Version{HLC: MakeHLC(200, 0)}
+	s.ObserveShard("ks", []byte("k"), 1, other)
+	if s.PastHLC != other.HLC {
+		t.Fatalf("reading a newer version: PastHLC %d, want %d", s.PastHLC, other.HLC)
+	}
+	// Another key at the same HLC from another site is not the held floor.
+	s.ObserveShard("ks", []byte("j"), 2, Version{HLC: MakeHLC(300, 0), Site: "b"})
+	if s.PastHLC != MakeHLC(300, 0) {
+		t.Fatalf("reading another key: PastHLC %d", s.PastHLC)
+	}
+}

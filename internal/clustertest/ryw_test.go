@@ -54,3 +54,45 @@ func TestReadYourWritesThroughFollowers(t *testing.T) {
 		t.Fatalf("follower metrics: served %v, forwarded %v: the follower path was not exercised", served, forwarded)
 	}
 }
+
+// TestRereadOwnWriteKeepsFollowerReads: a session that reads back its own
+// write through a follower keeps reading other shards on that follower.
+// Reading a version the session already holds as the key's floor does not
+// raise its PastHLC (causal.Session.HoldsKeyVersion), so the next read, of
+// a shard whose replica holds nothing as new as that write, needs no floor
+// there and is served by the follower instead of going to the leader.
+func TestRereadOwnWriteKeepsFollowerReads(t *testing.T) {
+	c := New(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	r := c.Live()[0].Srv.Router()
+	k1 := []byte("reread/a")
+	s1, _ := r.Shard("default", k1)
+	leader, follower := leaderAndFollower(t, c, s1)
+	var k2 []byte
+	for i := 0; k2 == nil && i < 1000; i++ {
+		k := []byte(fmt.Sprint("reread/b", i))
+		s2, _ := r.Shard("default", k)
+		if g := follower.Srv.Router().Local(s2); s2.ID != s1.ID && g != nil && !g.IsLeader() {
+			k2 = k
+		}
+	}
+	if k2 == nil {
+		t.Fatalf("no key of another shard that follower %s does not lead", follower.ID)
+	}
+	p, err := leader.KV.Put(ctx, &kvv1.PutRequest{Key: k1, Value: []byte("mine")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, err := follower.KV.Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: p.Header.Session}, Key: k1})
+	if err != nil || string(g1.Value) != "mine" {
+		t.Fatalf("re-read of own write through follower %s: %q, %v", follower.ID, g1.GetValue(), err)
+	}
+	reg := follower.Srv.Registry()
+	before := testutil.ToFloat64(metricVec(t, reg, "causeway_rpc_floor_forwards_total", ""))
+	if _, err := follower.KV.Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: g1.Header.Session}, Key: k2}); err != nil {
+		t.Fatal(err)
+	}
+	if after := testutil.ToFloat64(metricVec(t, reg, "causeway_rpc_floor_forwards_total", "")); after != before {
+		t.Fatalf("follower %s handed the read of %q (another shard) to its leader after the session re-read its own write: the re-read raised the session's floor on every shard", follower.ID, k2)
+	}
+}

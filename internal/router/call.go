@@ -16,7 +16,15 @@ type Call struct {
 }
 
 // Observe records that the request saw version v of key (in shard sh).
+// A version the request's session already held as key's floor (its own
+// write, or one it read before) does not raise PastHLC
+// (causal.Session.HoldsKeyVersion).
 func (c *Call) Observe(sh placement.Shard, key []byte, v causal.Version) {
+	if c.Session.HoldsKeyVersion(c.Keyspace, key, v) {
+		c.Session.ObserveKnown(c.Keyspace, key, sh.ID, v)
+		c.Observed.ObserveKnown(c.Keyspace, key, sh.ID, v)
+		return
+	}
 	c.Session.ObserveShard(c.Keyspace, key, sh.ID, v)
 	c.Observed.ObserveShard(c.Keyspace, key, sh.ID, v)
 }
