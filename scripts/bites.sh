@@ -27,7 +27,7 @@ BITES=(
   "dependency-wait|./internal/clustertest|^TestGetTxnAlbumACL\$"
   "dependency-wait|./internal/clustertest|^TestGeoConvergence\$"
   "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
-  "snapshot-cut|./internal/clustertest|^TestGetTxnAlbumACL\$"
+  "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
 )

@@ -1,0 +1,88 @@
+package clustertest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/poll"
+)
+
+// TestGetTxnCutsAtOneSnapshot: a follower that holds a shard's newest
+// writes but lags on another shard must not return a GetTxn mixing the
+// two. One session writes acl (one shard) and then album (another, led by
+// another node); the third node receives nothing from acl's leader, so it
+// holds the new album and the old acl. A GetTxn of both through it must
+// return versions of one snapshot: the old album with the old acl. With
+// the snapshot cut turned off (guards.SnapshotCut, each shard's newest
+// version), it returns the new album with the old acl and the test fails.
+func TestGetTxnCutsAtOneSnapshot(t *testing.T) {
+	c := New(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	r := c.Live()[0].Srv.Router()
+	acl := []byte("txn/acl")
+	shACL, _ := r.Shard("default", acl)
+	la, _ := leaderAndFollower(t, c, shACL)
+	var album []byte
+	var lb *Node
+	for i := 0; album == nil && i < 1000; i++ {
+		k := []byte(fmt.Sprint("txn/album", i))
+		sh, _ := r.Shard("default", k)
+		if l, _ := leaderAndFollowerOrNil(c, sh); sh.ID != shACL.ID && l != nil && l != la {
+			album, lb = k, l
+		}
+	}
+	if album == nil {
+		t.Fatalf("no shard led by another node than %s", la.ID)
+	}
+	shAlbum, _ := r.Shard("default", album)
+	var third *Node
+	for _, n := range c.Live() {
+		if n != la && n != lb {
+			third = n
+		}
+	}
+	put := func(tok []byte, key []byte, val string) *kvv1.PutResponse {
+		t.Helper()
+		p, err := la.KV.Put(ctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: key, Value: []byte(val)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pa := put(nil, acl, "alice,mallory")
+	p := put(pa.Header.Session, album, "public")
+	waitApplied(t, third, shACL, pa.Version.GetHlc())
+	waitApplied(t, third, shAlbum, p.Version.GetHlc())
+
+	c.Cut(la, third)
+	p = put(p.Header.Session, acl, "alice")
+	p = put(p.Header.Session, album, "public,private")
+	waitApplied(t, third, shAlbum, p.Version.GetHlc())
+
+	resp, err := third.KV.GetTxn(ctx, &kvv1.GetTxnRequest{Keys: [][]byte{acl, album}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := string(resp.Items[0].Value), string(resp.Items[1].Value)
+	t.Logf("GetTxn through %s (cut from acl's leader %s): acl %q, album %q, snapshot %d", third.ID, la.ID, a, b, resp.SnapshotHlc)
+	if b == "public,private" && a == "alice,mallory" {
+		t.Fatalf("GetTxn through %s returned the new album %q with the old acl %q: not one snapshot", third.ID, b, a)
+	}
+}
+
+// waitApplied waits until n's replica of sh applied this site's writes up
+// to hlc.
+func waitApplied(t *testing.T, n *Node, sh placement.Shard, hlc uint64) {
+	t.Helper()
+	if err := poll.Wait(30*time.Second, func() error {
+		if g := n.Srv.Router().Local(sh); g == nil || !g.HasApplied("", hlc) {
+			return fmt.Errorf("%s has not applied %d on %s", n.ID, hlc, sh)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
