@@ -94,7 +94,7 @@ cluster-down:
 bench:
 	$(GO) run ./bench/cmd/kvbench --data-dir-parent . --out bench/results/single-node.md
 
-.PHONY: bench-compare bench-geo bench-shards etcd-embed
+.PHONY: bench-compare bench-geo bench-shards bench-profile etcd-embed
 
 ## bench-compare: YCSB A, B, C, F on a local 3-member etcd 3.7.3 cluster (bin/etcd-embed) and a 3-node Causeway site, 3 rounds alternating the systems, medians and ranges over the rounds (about 20-25 minutes); results in bench/results/compare-3node.* (COMPARE_ETCD34=1 adds Debian's etcd 3.4)
 bench-compare:
@@ -103,6 +103,10 @@ bench-compare:
 ## bench-shards: idle CPU, memory and YCSB-B of a 3-node site with 16, 256 and 1,024 shards per node (about 20 minutes); results in bench/results/shards.md
 bench-shards:
 	bench/shards.sh
+
+## bench-profile: CPU profiles of one node of a 3-node site idle, under YCSB-A (64 and 1 client) and YCSB-C (1 client), with a table of where the CPU goes (about 3 minutes); results in bench/results/profiles/
+bench-profile:
+	bench/profile.sh
 
 ## bench-geo: three sites at 50 ms one way (GEO_COMPARE_DELAY): Causeway (make geo's simulated WAN) against a 3-member etcd stretched over the sites (bench/delayproxy on its peer links); put latency, YCSB-B and remote visibility per site; results in bench/results/geo-compare.{md,png} (~5 min)
 bench-geo:
