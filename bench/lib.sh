@@ -1,6 +1,7 @@
-# lib.sh: what the benchmark scripts (bench/compare.sh, bench/geo-compare.sh)
-# share. Sourced; the caller defines log (its message prefix), STOP_TIMEOUT
-# and WAIT_QUIET.
+# lib.sh: what the benchmark scripts (bench/compare.sh, bench/geo-compare.sh,
+# bench/shards.sh, bench/profile.sh) share. Sourced; the caller defines log
+# (its message prefix), and STOP_TIMEOUT and WAIT_QUIET where it uses
+# stop_pids and wait_quiet.
 
 # port_busy PORT succeeds if something accepts TCP connections on it.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -60,4 +61,38 @@ wait_quiet() {
 		log "waiting for a quiet machine (load average $load on $cpus CPUs)"
 		sleep 10
 	done
+}
+
+# add_keyspaces EPS SHARDS gives a site ks1..ks4 with the shards per node
+# above the default keyspace's 16 ((SHARDS-16)/4 each; none at 16 or
+# below) and prints the voter replicas the site then has (3 per shard).
+add_keyspaces() {
+	local eps=$1 n=$2 extra k
+	extra=$(((n - 16) / 4))
+	((extra >= 0)) || extra=0
+	if ((extra > 0)); then
+		for k in 1 2 3 4; do
+			bin/kvctl --endpoints "$eps" --session-file none --timeout 30s keyspace create "ks$k" --sites local --shards "$extra" >/dev/null
+		done
+	fi
+	echo $(((16 + 4 * extra) * 3))
+}
+
+# voters EPS prints how many voter replicas `kvctl cluster shards` lists.
+voters() {
+	bin/kvctl --endpoints "$1" --session-file none --timeout 30s -o json cluster shards 2>/dev/null | grep -c '"role": "voter"' || true
+}
+
+# leaders_settle DIR END waits until no node of DIR (scripts/cluster.sh's
+# n1..n3 logs) logged a shard leadership move for 15 s, or until SECONDS
+# reaches END; fails in the second case.
+leaders_settle() {
+	local dir=$1 end=$2 quiet=0 before after
+	while ((quiet < 15 && SECONDS < end)); do
+		before=$(cat "$dir"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
+		sleep 5
+		after=$(cat "$dir"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
+		if ((after == before)); then quiet=$((quiet + 5)); else quiet=0; fi
+	done
+	((quiet >= 15))
 }

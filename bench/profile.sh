@@ -33,6 +33,8 @@ EPS=127.0.0.1:7379,127.0.0.1:7389,127.0.0.1:7399
 PPROF=http://127.0.0.1:7380/debug/pprof/profile
 
 log() { echo "profile: $*" >&2; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 cleanup() {
 	[[ -z ${YPID:-} ]] || kill "$YPID" 2>/dev/null || true
 	scripts/cluster.sh down >/dev/null 2>&1 || true
@@ -50,25 +52,13 @@ rm -rf "$CLUSTER_DIR"
 log "starting a 3-node site (data in $CLUSTER_DIR)"
 CLUSTER_NO_BUILD=1 CLUSTER_READY_TIMEOUT=120 scripts/cluster.sh up >/dev/null
 if ((SHARDS > 16)); then
-	extra=$(((SHARDS - 16) / 4))
-	for k in 1 2 3 4; do
-		bin/kvctl --endpoints "$EPS" --session-file none --timeout 30s keyspace create "ks$k" --sites local --shards "$extra" >/dev/null
-	done
-	want=$(((16 + 4 * extra) * 3))
+	want=$(add_keyspaces "$EPS" "$SHARDS")
 	end=$((SECONDS + 900))
-	while :; do
-		placed=$(bin/kvctl --endpoints "$EPS" --session-file none --timeout 30s -o json cluster shards 2>/dev/null | grep -c '"role": "voter"' || true)
-		((placed < want && SECONDS < end)) || break
+	while placed=$(voters "$EPS") && ((placed < want && SECONDS < end)); do
 		log "$placed of $want replicas placed"
 		sleep 5
 	done
-	quiet=0
-	while ((quiet < 15 && SECONDS < end)); do
-		before=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
-		sleep 5
-		after=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
-		if ((after == before)); then quiet=$((quiet + 5)); else quiet=0; fi
-	done
+	leaders_settle "$CLUSTER_DIR" "$end" || log "shard leadership still moving"
 fi
 
 log "loading $RECORDS records"

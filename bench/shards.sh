@@ -31,6 +31,8 @@ EPS=127.0.0.1:7379,127.0.0.1:7389,127.0.0.1:7399
 HZ=$(getconf CLK_TCK)
 
 log() { echo "shards: $*" >&2; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 down() { scripts/cluster.sh down >/dev/null 2>&1 || true; }
 cleanup() {
 	down
@@ -71,23 +73,16 @@ ycsb_b() {
 ROWS=()
 IFS=, read -r -a counts <<<"$COUNTS"
 for n in "${counts[@]}"; do
-	extra=$(((n - 16) / 4))
-	((extra >= 0)) || extra=0
 	down
 	rm -rf "$CLUSTER_DIR"
-	log "site with $n shards per node (default keyspace: 16, ks1..ks4: $extra each)"
+	log "site with $n shards per node (default keyspace: 16, ks1..ks4: $(((n > 16 ? n - 16 : 0) / 4)) each)"
 	CLUSTER_NO_BUILD=1 CLUSTER_READY_TIMEOUT=120 scripts/cluster.sh up >/dev/null
-	if ((extra > 0)); then
-		for k in 1 2 3 4; do
-			bin/kvctl --endpoints "$EPS" --session-file none --timeout 30s keyspace create "ks$k" --sites local --shards "$extra" >/dev/null
-		done
-	fi
-	want=$(((16 + 4 * extra) * 3))
+	want=$(add_keyspaces "$EPS" "$n")
 	start=$SECONDS
 	end=$((SECONDS + PLACE_TIMEOUT))
 	placed=0
 	while :; do
-		placed=$(bin/kvctl --endpoints "$EPS" --session-file none --timeout 30s -o json cluster shards 2>/dev/null | grep -c '"role": "voter"' || true)
+		placed=$(voters "$EPS")
 		((placed < want)) || break
 		((SECONDS < end)) || {
 			log "only $placed of $want replicas placed after ${PLACE_TIMEOUT}s"
@@ -100,15 +95,10 @@ for n in "${counts[@]}"; do
 	# a round): wait until no node logged a move for 15 s, within the
 	# same bound.
 	log "$placed of $want replicas placed in ${took}s; waiting for shard leadership to settle"
-	quiet=0
-	while ((quiet < 15 && SECONDS < end)); do
-		before=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
-		sleep 5
-		after=$(cat "$CLUSTER_DIR"/n{1,2,3}.log | grep -c 'moved shard leadership' || true)
-		if ((after == before)); then quiet=$((quiet + 5)); else quiet=0; fi
-	done
+	settled=1
+	leaders_settle "$CLUSTER_DIR" "$end" || settled=0
 	balanced=$((SECONDS - start))
-	((quiet >= 15)) || log "shard leadership still moving after ${PLACE_TIMEOUT}s"
+	((settled)) || log "shard leadership still moving after ${PLACE_TIMEOUT}s"
 	log "leadership settled ${balanced}s after the start; waiting 10s more"
 	sleep 10
 	mapfile -t P < <(pids)
