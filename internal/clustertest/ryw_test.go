@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/placement"
 )
 
 // TestReadYourWritesThroughFollowers: every message from the leader to
@@ -68,17 +69,10 @@ func TestRereadOwnWriteKeepsFollowerReads(t *testing.T) {
 	k1 := []byte("reread/a")
 	s1, _ := r.Shard("default", k1)
 	leader, follower := leaderAndFollower(t, c, s1)
-	var k2 []byte
-	for i := 0; k2 == nil && i < 1000; i++ {
-		k := []byte(fmt.Sprint("reread/b", i))
-		s2, _ := r.Shard("default", k)
-		if g := follower.Srv.Router().Local(s2); s2.ID != s1.ID && g != nil && !g.IsLeader() {
-			k2 = k
-		}
-	}
-	if k2 == nil {
-		t.Fatalf("no key of another shard that follower %s does not lead", follower.ID)
-	}
+	k2, _ := keyOfOtherShard(t, r, "reread/b", s1, func(sh placement.Shard) bool {
+		g := follower.Srv.Router().Local(sh)
+		return g != nil && !g.IsLeader()
+	})
 	p, err := leader.KV.Put(ctx, &kvv1.PutRequest{Key: k1, Value: []byte("mine")})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/router"
 )
 
 // TestGetTxnCutsAtOneSnapshot: a follower that holds a shard's newest
@@ -25,19 +26,11 @@ func TestGetTxnCutsAtOneSnapshot(t *testing.T) {
 	acl := []byte("txn/acl")
 	shACL, _ := r.Shard("default", acl)
 	la, _ := leaderAndFollower(t, c, shACL)
-	var album []byte
 	var lb *Node
-	for i := 0; album == nil && i < 1000; i++ {
-		k := []byte(fmt.Sprint("txn/album", i))
-		sh, _ := r.Shard("default", k)
-		if l, _ := leaderAndFollowerOrNil(c, sh); sh.ID != shACL.ID && l != nil && l != la {
-			album, lb = k, l
-		}
-	}
-	if album == nil {
-		t.Fatalf("no shard led by another node than %s", la.ID)
-	}
-	shAlbum, _ := r.Shard("default", album)
+	album, shAlbum := keyOfOtherShard(t, r, "txn/album", shACL, func(sh placement.Shard) bool {
+		lb, _ = leaderAndFollowerOrNil(c, sh)
+		return lb != nil && lb != la
+	})
 	var third *Node
 	for _, n := range c.Live() {
 		if n != la && n != lb {
@@ -85,4 +78,19 @@ func waitApplied(t *testing.T, n *Node, sh placement.Shard, hlc uint64) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// keyOfOtherShard returns the first key prefix+i (i < 1000) of the
+// default keyspace whose shard differs from not and satisfies ok, with its
+// shard; the test fails if there is none.
+func keyOfOtherShard(t *testing.T, r *router.Router, prefix string, not placement.Shard, ok func(placement.Shard) bool) ([]byte, placement.Shard) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		k := []byte(fmt.Sprint(prefix, i))
+		if sh, err := r.Shard("default", k); err == nil && sh.ID != not.ID && ok(sh) {
+			return k, sh
+		}
+	}
+	t.Fatalf("no key %s* of a shard other than %s that fits", prefix, not)
+	return nil, placement.Shard{}
 }
