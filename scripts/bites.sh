@@ -30,6 +30,7 @@ BITES=(
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
+  "early-answer|./internal/transport|^TestEarlyAnswerWaitsForFollowers\$"
 )
 
 want=("$@")

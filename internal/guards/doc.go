@@ -55,6 +55,11 @@ const (
 	// follower that holds an applied entry (transport.CommitPusher); off,
 	// a follower learns commits only from raft's next message.
 	CommitPush
+	// EarlyAnswer answers a raft request whose entries went ahead in an
+	// early append only with the follower's answer to that append
+	// (transport, earlyappend.go); off, it is answered as a success at
+	// once, before the follower stored anything.
+	EarlyAnswer
 )
 
 var names = map[Guard]string{
@@ -68,6 +73,7 @@ var names = map[Guard]string{
 	SessionArrival: "session-arrival",
 	SnapshotCut:    "snapshot-cut",
 	CommitPush:     "commit-push",
+	EarlyAnswer:    "early-answer",
 	RequestDedupe:  "request-dedupe",
 }
 
@@ -81,7 +87,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

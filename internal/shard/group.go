@@ -22,6 +22,7 @@ import (
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/transport"
 )
 
 // Errors returned by Group methods.
@@ -235,7 +236,9 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if t, ok := deps.Transport.(interface{ SetGeneration(uint64) }); ok {
 		t.SetGeneration(g.gen)
 	}
-	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
+	// The leader's transport sends new entries to followers while the
+	// leader stores them (docs/adr/020, step 12).
+	r, err := raft.NewRaft(rc, f, transport.WithEarlyAppend(logs, deps.Transport), store, snaps, deps.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: start raft: %w", id, err)
 	}

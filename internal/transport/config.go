@@ -51,6 +51,11 @@ type Config struct {
 	// receives, which must stay well below raft's HeartbeatTimeout and
 	// LeaderLeaseTimeout (a node sets it to half its CommitTimeout).
 	BatchDelay time.Duration
+	// EarlyAppend makes a leader's group transport send new entries to
+	// its followers while the leader stores them (earlyappend.go), so
+	// their fsyncs overlap the leader's. Off, a follower is sent entries
+	// once the leader's are durable, as hashicorp/raft does.
+	EarlyAppend bool
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -73,6 +78,7 @@ func DefaultConfig(advertise string) Config {
 		MaxInFlight:        2,
 		CommitPushDelay:    time.Millisecond,
 		BatchDelay:         250 * time.Millisecond,
+		EarlyAppend:        true,
 	}
 }
 

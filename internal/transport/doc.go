@@ -55,6 +55,13 @@
 //     as the idle groups' messages, which is then sent CommitPushDelay
 //     after the first push, or one by one to a peer that does not take
 //     batches.
+//   - With Config.EarlyAppend (the default), a leader's raft that writes
+//     its log through WithEarlyAppend has its new entries sent on each
+//     caught-up follower's pipeline stream as it starts storing them,
+//     ahead of raft's own AppendEntries for them (earlyappend.go): the
+//     follower's fsync overlaps the leader's. The answers are not handed
+//     to raft, so an entry still commits only once raft counted a
+//     majority that stored it, the leader included.
 //   - Closing a group transport unregisters the group (its name may be
 //     opened again), fails its waiting handlers with codes.Unavailable and
 //     closes its pipelines. Closing the Network closes every group transport

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,6 +28,9 @@ type Network struct {
 	metrics  *metrics
 	dialOpts []grpc.DialOption
 	batch    batcher // batch.go
+	// coveredQueued counts raft requests left to early appends' answers
+	// (earlyappend.go).
+	coveredQueued atomic.Int64
 
 	mu struct {
 		sync.RWMutex

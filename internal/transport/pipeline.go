@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // pipeline implements raft.AppendPipeline over one AppendEntriesPipeline
@@ -30,6 +31,11 @@ type pipeline struct {
 	expired atomic.Bool        // a response was overdue; the stream was ended
 
 	sendMu   sync.Mutex             // orders Send and the enqueueing on inflight
+	term     uint64                 // raft's term of the requests sent; REQUIRES: sendMu
+	header   raft.RPCHeader         // their leader; REQUIRES: sendMu
+	shipIdx  uint64                 // last entry they leave the follower's log at; REQUIRES: sendMu
+	shipTerm uint64                 // its term; REQUIRES: sendMu
+	earlies  []earlyRange           // early requests in term, oldest first; REQUIRES: sendMu
 	batched  atomic.Int32           // requests waiting in a batch (batch.go)
 	slots    chan struct{}          // one token per unanswered request
 	inflight chan *appendFuture     // sent, unanswered requests, oldest first
@@ -80,10 +86,32 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	case <-p.closed:
 		return nil, raft.ErrPipelineShutdown
 	}
+	p.sendMu.Lock()
+	if cover := p.coveredBy(args); cover != nil {
+		// Every entry of args went ahead on this stream (earlyappend.go):
+		// the answer to the message that carried the last of them answers
+		// args too.
+		f := &appendFuture{start: time.Now(), args: args, resp: resp, cover: cover, done: make(chan struct{})}
+		p.noteShipped(args)
+		noCommit := *args
+		noCommit.LeaderCommitIndex = 0 // not sent
+		p.g.noteSent(p.target, &noCommit)
+		p.g.net.coveredQueued.Add(1)
+		if guards.Off(guards.EarlyAnswer) {
+			// Unsafe: raft counts the follower before it stored anything.
+			p.sendMu.Unlock()
+			*resp = raft.AppendEntriesResponse{RPCHeader: args.RPCHeader, Term: args.Term, Success: true,
+				LastLog: args.Entries[len(args.Entries)-1].Index}
+			go p.finish(f, typeEarlyCovered, 0, nil)
+			return f, nil
+		}
+		p.inflight <- f // never blocks: len(inflight) <= len(slots)
+		p.sendMu.Unlock()
+		return f, nil
+	}
 	msg := appendEntriesToProto(p.g.name, args)
 	msg.Header = p.g.stamp(msg.Header)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, reqBytes: proto.Size(msg), done: make(chan struct{})}
-	p.sendMu.Lock()
 	// Batch a message that carries nothing new when every request sent
 	// before it and still unanswered is batched too (batch.go): it then
 	// cannot overtake entries. The slot taken above is its own.
@@ -96,6 +124,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		}}
 		if p.g.net.batch.add(p.target, it) {
 			f.batched = ch
+			p.noteShipped(args)
 			p.g.noteSent(p.target, args)
 			p.inflight <- f // never blocks: len(inflight) <= len(slots)
 			p.sendMu.Unlock()
@@ -108,6 +137,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		// the batch's delay.
 		p.g.net.batch.flush(p.target)
 	}
+	p.noteShipped(args)
 	p.g.noteSent(p.target, args)
 	err := p.stream.Send(msg)
 	if err == nil {
@@ -143,6 +173,12 @@ func (p *pipeline) receive() {
 			}
 			continue
 		}
+		if f.cover != nil {
+			if !p.receiveCovered(f) {
+				return
+			}
+			continue
+		}
 		timer := time.AfterFunc(time.Until(f.start.Add(p.timeout)), func() {
 			p.expired.Store(true)
 			p.cancel()
@@ -153,7 +189,7 @@ func (p *pipeline) receive() {
 		switch {
 		case err == nil:
 			respBytes = proto.Size(msg)
-			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil {
+			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil && !f.early {
 				p.g.noteAnswer(p.target, f.args, f.resp)
 			}
 		case p.expired.Load():
@@ -163,6 +199,13 @@ func (p *pipeline) receive() {
 		default:
 			err = fromStatus(typePipeline, string(p.target), err)
 			p.g.refused(err)
+		}
+		if f.early {
+			// Not raft's: its answer only frees the slot (earlyappend.go).
+			p.g.net.metrics.observeSent(typeEarlyAppend, f.start, f.reqBytes, respBytes, err)
+			f.respond(err)
+			<-p.slots
+			continue
 		}
 		if !p.finish(f, typePipeline, respBytes, err) {
 			return
@@ -238,6 +281,8 @@ type appendFuture struct {
 	resp     *raft.AppendEntriesResponse
 	reqBytes int
 	batched  chan batchResult // the answer, if sent in a batch
+	early    bool             // sent by EntriesStoring, not by raft
+	cover    *appendFuture    // the early request whose answer is this one's
 	err      error            // set before done is closed
 	done     chan struct{}
 }
