@@ -21,13 +21,7 @@ type idleCounts struct{ batches, batched, pipelined float64 }
 
 func sentCounts(t *testing.T, nodes []*testNode) idleCounts {
 	t.Helper()
-	var c idleCounts
-	for _, n := range nodes {
-		c.batches += counterValue(t, n.net.metrics.sent.WithLabelValues(typeBatch, "OK"))
-		c.batched += counterValue(t, n.net.metrics.sent.WithLabelValues(typeBatched, "OK"))
-		c.pipelined += counterValue(t, n.net.metrics.sent.WithLabelValues(typePipeline, "OK"))
-	}
-	return c
+	return idleCounts{batches: sentOK(t, nodes, typeBatch), batched: sentOK(t, nodes, typeBatched), pipelined: sentOK(t, nodes, typePipeline)}
 }
 
 // startGroups starts each group on every node.

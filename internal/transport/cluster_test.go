@@ -395,3 +395,13 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// sentOK sums the requests of type typ the nodes sent and had answered.
+func sentOK(t *testing.T, nodes []*testNode, typ string) float64 {
+	t.Helper()
+	n := 0.0
+	for _, nd := range nodes {
+		n += counterValue(t, nd.net.metrics.sent.WithLabelValues(typ, "OK"))
+	}
+	return n
+}

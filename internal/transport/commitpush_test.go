@@ -49,10 +49,7 @@ func TestCommitPush(t *testing.T) {
 			})
 		}
 	}
-	pushes := 0.0
-	for _, n := range nodes {
-		pushes += counterValue(t, n.net.metrics.sent.WithLabelValues(typeCommitPush, "OK"))
-	}
+	pushes := sentOK(t, nodes, typeCommitPush)
 	if pushes == 0 {
 		t.Fatal("no commit push was counted")
 	}
@@ -109,15 +106,9 @@ func TestCommitPushesBatched(t *testing.T) {
 	// (whose later messages carry the commit index); count the second.
 	write(1)
 	before := sentCounts(t, nodes)
-	pushesBefore := 0.0
-	for _, n := range nodes {
-		pushesBefore += counterValue(t, n.net.metrics.sent.WithLabelValues(typeCommitPush, "OK"))
-	}
+	pushesBefore := sentOK(t, nodes, typeCommitPush)
 	write(2)
-	pushes := -pushesBefore
-	for _, n := range nodes {
-		pushes += counterValue(t, n.net.metrics.sent.WithLabelValues(typeCommitPush, "OK"))
-	}
+	pushes := sentOK(t, nodes, typeCommitPush) - pushesBefore
 	batches := sentCounts(t, nodes).batches - before.batches
 	t.Logf("%v commit pushes in %v batches", pushes, batches)
 	if pushes < 2 || batches < 1 || batches >= pushes {

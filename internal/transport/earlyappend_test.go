@@ -111,10 +111,7 @@ func TestEarlyAppend(t *testing.T) {
 		t.Fatalf("apply: %v", err)
 	}
 	waitConverged(t, 21, fsms)
-	early := 0.0
-	for _, n := range nodes {
-		early += counterValue(t, n.net.metrics.sent.WithLabelValues(typeEarlyAppend, "OK"))
-	}
+	early := sentOK(t, nodes, typeEarlyAppend)
 	if early == 0 {
 		t.Fatal("no early append was counted")
 	}
