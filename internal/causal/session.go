@@ -247,14 +247,10 @@ func (s *Session) Observe(keyspace string, key []byte, v Version) {
 // belongs to shard. PastHLC rises to v unless the session already holds
 // exactly v as key's floor (see HoldsKeyVersion).
 func (s *Session) ObserveShard(keyspace string, key []byte, shard uint32, v Version) {
-	if v.IsZero() {
-		return
-	}
-	if !s.HoldsKeyVersion(keyspace, key, v) {
+	if !v.IsZero() && !s.HoldsKeyVersion(keyspace, key, v) {
 		s.PastHLC = max(s.PastHLC, v.HLC)
 	}
-	s.observeHLC(v.HLC)
-	s.observeKey(keyspace, key, shard, v)
+	s.ObserveKnown(keyspace, key, shard, v)
 }
 
 // ObserveKnown records that the session saw version v of key, which
