@@ -65,31 +65,25 @@ func (g *groupTransport) EntriesStoring(entries []*raft.Log) {
 
 // sendEarly sends entries ahead of raft on p if they follow the last entry
 // sent on it in raft's term of p, which must be theirs, and it can do so
-// without waiting. It runs on the leader's raft loop, which must never
-// block on a follower: it does not wait for raft's replication goroutine
-// (which may be blocked sending), sends only on a stream with nothing
-// unanswered, and only a message well within gRPC's per-stream write
-// quota, so that Send cannot wait for a peer that stopped reading.
+// without waiting: for a slot, or for raft's replication goroutine, which
+// may be blocked sending.
 func (p *pipeline) sendEarly(entries []*raft.Log) {
 	if !p.sendMu.TryLock() {
 		return
 	}
 	defer p.sendMu.Unlock()
 	first, last := entries[0], entries[len(entries)-1]
-	if p.term == 0 || first.Term != p.term || first.Index != p.shipIdx+1 || len(p.slots) > 0 {
-		return
-	}
-	size := 0
-	for _, e := range entries {
-		size += len(e.Data) + len(e.Extensions)
-	}
-	if size > maxEarlyBytes {
+	if p.term == 0 || first.Term != p.term || first.Index != p.shipIdx+1 {
 		return
 	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		return
+	}
+	if p.batched.Load() > 0 {
+		// Do not leave an idle group's message waiting behind entries.
+		p.g.net.batch.flush(p.target)
 	}
 	args := &raft.AppendEntriesRequest{
 		RPCHeader:         p.header,
@@ -118,11 +112,6 @@ func (p *pipeline) sendEarly(entries []*raft.Log) {
 	p.g.noteSent(p.target, args)
 	p.inflight <- f // never blocks: len(inflight) <= len(slots)
 }
-
-// maxEarlyBytes bounds the entries an early request carries: half of
-// gRPC's default write quota of a stream (64 KiB), which a stream with
-// nothing unanswered has whole.
-const maxEarlyBytes = 32 << 10
 
 // maxEarlies bounds the early requests a pipeline remembers.
 const maxEarlies = 16
