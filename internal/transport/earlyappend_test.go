@@ -88,7 +88,8 @@ func startHeld(t *testing.T, nodes []*testNode) ([]*raft.Raft, map[*raft.Raft]*h
 // off the followers receive the entry only after the leader's write, and
 // the test fails waiting for them.
 func TestEarlyAppend(t *testing.T) {
-	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	on := func(c *Config) { c.EarlyAppend = true }
+	nodes := []*testNode{newTestNode(t, "a", on), newTestNode(t, "b", on), newTestNode(t, "c", on)}
 	rafts, stores, fsms := startHeld(t, nodes)
 	leader := waitLeader(t, rafts...)
 	held := stores[leader]
@@ -127,7 +128,8 @@ func TestEarlyAppend(t *testing.T) {
 // answered as a success at once and the write is acknowledged (make
 // bites).
 func TestEarlyAnswerWaitsForFollowers(t *testing.T) {
-	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	on := func(c *Config) { c.EarlyAppend = true }
+	nodes := []*testNode{newTestNode(t, "a", on), newTestNode(t, "b", on), newTestNode(t, "c", on)}
 	rafts, stores, _ := startHeld(t, nodes)
 	leader := waitLeader(t, rafts...)
 	var followers []*heldStore
