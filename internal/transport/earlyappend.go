@@ -14,21 +14,22 @@ import (
 // as the leader starts storing them (EntriesStoring, called by the log
 // store the leader's raft writes through), on the same pipeline stream
 // as raft's own messages and ahead of them: the follower stores them
-// while the leader does, and raft's own AppendEntries, sent once the
-// leader's entries are durable, finds them already in the follower's log
-// and is answered without a second wait. etcd's leader does the same
-// (it sends before its own WAL write completes).
+// while the leader does. raft's own AppendEntries for entries that all
+// went ahead on the stream is then not sent: it is answered with the
+// follower's answer to the early request that carried the last of them
+// (coveredBy, receiveCovered). etcd's leader likewise sends before its
+// own WAL write completes. Off unless Config.EarlyAppend.
 //
 // The message is an ordinary AppendEntries of the leader's current term
 // carrying entries of that term, right after the last entry sent on the
-// stream, with no commit index: a valid raft message whatever happens
-// next. The leader counts itself towards a commit only once its own
-// StoreLogs returned, and a follower only through its answer to raft's
-// own message; the answer to the early one is not handed to raft. So an
-// entry is still acknowledged only when a majority holds it durably. If
-// the leader fails before its fsync, followers may hold entries the
-// leader lost; they were never acknowledged, and raft settles them like
-// any uncommitted entries (a later leader commits or overwrites them).
+// stream, with the index the leader applied as its commit index: a valid
+// raft message whatever happens next. The leader counts itself towards a
+// commit only once its own StoreLogs returned, and a follower only
+// through an answer that shows it stored the entries. So an entry is
+// still acknowledged only when a majority holds it durably. If the
+// leader fails before its fsync, followers may hold entries the leader
+// lost; they were never acknowledged, and raft settles them like any
+// uncommitted entries (a later leader commits or overwrites them).
 //
 // EarlyAppender is implemented by every group transport this package
 // opens.
