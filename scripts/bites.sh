@@ -31,6 +31,7 @@ BITES=(
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
   "early-answer|./internal/transport|^TestEarlyAnswerWaitsForFollowers\$"
+  "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"
 )
 
 want=("$@")

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/raftutil"
@@ -585,7 +586,7 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 		if key == c.balancedKey && now.Before(c.balanceDue) {
 			return false, nil
 		}
-		moves, err := c.balanceLeaders(ctx, st, live)
+		moves, err := c.balanceLeaders(ctx, st, aliveSet)
 		c.balancedKey, c.balanceDue = "", time.Time{}
 		if moves == 0 && err == nil {
 			c.balancedKey, c.balanceDue = key, now.Add(c.cfg.LeaderBalanceInterval)
@@ -635,21 +636,17 @@ func (c *Catalog) addShards(ctx context.Context, m placement.Map, up []placement
 	return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_AddShards{AddShards: b}})
 }
 
-// balanceLeaders moves shard leadership toward placement.PreferredLeaders
-// (at most MaxConcurrentSteps transfers a round), so that every node leads
-// about as many shards: leaders do the log writes and serve the writes and
-// STRONG reads of their shards.
-func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement.NodeID) (int, error) {
-	isLive := map[placement.NodeID]bool{}
-	for _, id := range live {
-		isLive[id] = true
-	}
+// balanceLeaders moves shard leadership toward leaderTargets (at most
+// MaxConcurrentSteps transfers a round), so that every node leads about as
+// many shards: leaders do the log writes and serve the writes and STRONG
+// reads of their shards.
+func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string]bool) (int, error) {
 	moves := 0
 	var errs []error
-	preferred := placement.PreferredLeaders(st.Map)
+	targets := leaderTargets(st.Map, alive)
 	for _, s := range st.Map.SortedShards() {
-		want, ok := preferred[s]
-		if !ok || !isLive[want] || moves >= c.cfg.MaxConcurrentSteps {
+		want, ok := targets[s]
+		if !ok || moves >= c.cfg.MaxConcurrentSteps {
 			continue
 		}
 		var replicas []Node
@@ -664,6 +661,7 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement
 		}
 		moves++
 		if err := c.deps.Shards.TransferLeader(ctx, s, replicas, st.Nodes[string(want)]); err != nil {
+			c.m.steps.WithLabelValues("transfer-leader", "error").Inc()
 			errs = append(errs, err)
 			continue
 		}
@@ -671,6 +669,27 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, live []placement
 		c.log.Info("moved shard leadership", "shard", s.String(), "from", cur, "to", want)
 	}
 	return moves, errors.Join(errs...)
+}
+
+// leaderTargets returns the node each shard's leadership should move to:
+// its preferred leader (placement.PreferredLeaders), for the shards whose
+// preferred leader gossip reports alive.
+//
+// Not a node within its DeadGrace (which keeps its replicas in the map):
+// a transfer to a dead node cannot succeed, and while hashicorp/raft
+// tries one the shard's leader refuses every write and configuration
+// change (ErrLeadershipTransferInProgress), for an election timeout and,
+// when the transfer waits on the dead node's replication, indefinitely.
+// Repeated every balancing round, that left the shards a dead node had
+// led unwritable (TestLeaderKillUnderLoad, TestLeaderTargetsAreAlive).
+func leaderTargets(m placement.Map, alive map[string]bool) map[placement.Shard]placement.NodeID {
+	targets := placement.PreferredLeaders(m)
+	for s, n := range targets {
+		if !alive[string(n)] && !guards.Off(guards.LeaderToAlive) {
+			delete(targets, s)
+		}
+	}
+	return targets
 }
 
 // balanceKey identifies what leader balancing depends on: the placement map

@@ -60,6 +60,11 @@ const (
 	// (transport, earlyappend.go); off, it is answered as a success at
 	// once, before the follower stored anything.
 	EarlyAnswer
+	// LeaderToAlive moves shard leadership, when the catalog balances it,
+	// only to nodes gossip reports alive (catalog.balanceLeaders); off, a
+	// node within its DeadGrace may be picked, and each transfer to it
+	// blocks the shard's writes.
+	LeaderToAlive
 )
 
 var names = map[Guard]string{
@@ -74,6 +79,7 @@ var names = map[Guard]string{
 	SnapshotCut:    "snapshot-cut",
 	CommitPush:     "commit-push",
 	EarlyAnswer:    "early-answer",
+	LeaderToAlive:  "leader-to-alive",
 	RequestDedupe:  "request-dedupe",
 }
 
@@ -87,7 +93,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in
