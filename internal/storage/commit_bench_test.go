@@ -1,0 +1,72 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+// BenchmarkStateCommit measures what one applied write costs the state
+// database (its Put, its request id, the shard's applied index, and its
+// share of the transaction's commit) when a commit carries 1 to 128 of
+// them, on 16 shards holding 10,000 keys of 1 KiB: the question whether
+// committing the state at an interval, many applies per commit, would
+// make writes much cheaper (docs/adr/020, step 14). Keys are random, as
+// under YCSB, so each write dirties a leaf of its own and the commit's
+// cost stays mostly per write.
+func BenchmarkStateCommit(b *testing.B) {
+	for _, per := range []int{1, 2, 8, 32, 128} {
+		b.Run(fmt.Sprintf("writes-per-commit-%d", per), func(b *testing.B) {
+			cfg := testConfig(b)
+			cfg.Derived = true
+			db := openDB(b, cfg)
+			const shards, keys = 16, 10000
+			val := make([]byte, 1024)
+			key := func(i int) []byte { return []byte(fmt.Sprintf("user%012d", i*7919%keys)) }
+			hlc := uint64(1)
+			if err := db.UpdateAlone(func(tx *Tx) error {
+				for i := 0; i < keys; i++ {
+					s, err := tx.Shard(ShardID{Keyspace: "default", Shard: uint32(i % shards)})
+					if err != nil {
+						return err
+					}
+					hlc++
+					if err := s.Put(Record{Key: key(i), Version: ver(hlc, "s1"), Value: val}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			r := rand.New(rand.NewSource(1))
+			b.SetBytes(int64(len(val)))
+			b.ResetTimer()
+			for n := 0; n < b.N; n += per {
+				err := db.UpdateAlone(func(tx *Tx) error {
+					for j := 0; j < per; j++ {
+						i := r.Intn(keys)
+						s, err := tx.Shard(ShardID{Keyspace: "default", Shard: uint32(i % shards)})
+						if err != nil {
+							return err
+						}
+						hlc++
+						if err := s.Put(Record{Key: key(i), Version: ver(hlc, "s1"), Value: val}); err != nil {
+							return err
+						}
+						if err := s.PutRequest("client", hlc, hlc, nil); err != nil {
+							return err
+						}
+						if err := s.SetApplied(hlc, hlc); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
