@@ -53,10 +53,9 @@ type Config struct {
 	BatchDelay time.Duration
 	// EarlyAppend makes a leader's group transport send new entries to
 	// its followers while the leader stores them (earlyappend.go), so
-	// their fsyncs overlap the leader's. Off (the default until two
-	// intermittent failover test failures seen with it are explained,
-	// docs/adr/020 step 12), a follower is sent entries once the
-	// leader's are durable, as hashicorp/raft does.
+	// their fsyncs overlap the leader's. On by default; off, a follower
+	// is sent entries once the leader's are durable, as hashicorp/raft
+	// does.
 	EarlyAppend bool
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
@@ -80,6 +79,7 @@ func DefaultConfig(advertise string) Config {
 		MaxInFlight:        2,
 		CommitPushDelay:    time.Millisecond,
 		BatchDelay:         250 * time.Millisecond,
+		EarlyAppend:        true,
 	}
 }
 

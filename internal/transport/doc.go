@@ -55,7 +55,7 @@
 //     as the idle groups' messages, which is then sent CommitPushDelay
 //     after the first push, or one by one to a peer that does not take
 //     batches.
-//   - With Config.EarlyAppend (off by default), a leader's raft that writes
+//   - With Config.EarlyAppend (the default), a leader's raft that writes
 //     its log through WithEarlyAppend has its new entries sent on each
 //     caught-up follower's pipeline stream as it starts storing them,
 //     ahead of raft's own AppendEntries for them (earlyappend.go): the

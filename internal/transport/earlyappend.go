@@ -18,7 +18,7 @@ import (
 // went ahead on the stream is then not sent: it is answered with the
 // follower's answer to the early request that carried the last of them
 // (coveredBy, receiveCovered). etcd's leader likewise sends before its
-// own WAL write completes. Off unless Config.EarlyAppend.
+// own WAL write completes. On unless Config.EarlyAppend is false.
 //
 // The message is an ordinary AppendEntries of the leader's current term
 // carrying entries of that term, right after the last entry sent on the
