@@ -249,6 +249,12 @@ for i in 0 1 2; do
 	measure "Causeway: puts at s$((i + 1)), visibility at the other sites" \
 		bin/geobench -sites "$(rotated "$i" "${CW_SITES[@]}")" -n "$PUTS" -json "$RES/causeway-put-s$((i + 1)).json"
 done
+# The same puts with no reader at the other sites: the conditions of the
+# single-site puts below (the readers' requests share this machine's CPUs).
+for i in 0 1 2; do
+	measure "Causeway: puts at s$((i + 1)), no readers" \
+		bin/geobench -sites "${CW_SITES[$i]}" -n "$PUTS" -json "$RES/causeway-local-s$((i + 1)).json"
+done
 ycsb_b causeway causeway-causal --causeway-endpoints "${CW_SITES[@]}"
 # Last, as each adds a keyspace of 16 shards at its site.
 for i in 0 1 2; do

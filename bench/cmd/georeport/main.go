@@ -10,6 +10,7 @@
 // -json and bin/ycsb run --json wrote:
 //
 //	causeway-single-s<i>.json  geobench -single-site at site i
+//	causeway-local-s<i>.json   geobench at site i alone (the three-site keyspace, no readers)
 //	causeway-put-s<i>.json     geobench at site i, the others polled
 //	etcd-put-s<i>.json         geobench -system etcd at member i
 //	causeway-ycsb-s<i>.json    ycsb run, YCSB-B at site i alone

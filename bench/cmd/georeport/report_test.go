@@ -42,6 +42,8 @@ func writeFixture(t *testing.T, dir string, causewayVisP99 float64) {
 		put(fmt.Sprintf("causeway-put-s%d.json", i+1), cw)
 		put(fmt.Sprintf("etcd-put-s%d.json", i+1), et)
 		put(fmt.Sprintf("causeway-single-s%d.json", i+1), single)
+		local := geobench{System: "causeway", Keyspace: "default", Names: []string{names[i]}, Puts: stats{N: 200, P50Ms: 1.54, P99Ms: 6.5}}
+		put(fmt.Sprintf("causeway-local-s%d.json", i+1), local)
 		y := func(mode string, ops float64) map[string]any {
 			return map[string]any{
 				"setup": map[string]any{"records": 1000, "duration": "8s"},
@@ -71,7 +73,8 @@ func TestReport(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"| s1 | 1.50 / 7.00 | 206 / 210 e1 (follower) | 4600 | 1500 |",
-		"| s3 | 1.40 / 6.00 | 1.50 / 7.00 | 1.07 | 206 / 210 | 200 | e3 (leader) |",
+		"| s3 | 1.40 / 6.00 | 1.54 / 6.50 | 1.10 | 1.50 / 7.00 | 1.07 | 206 / 210 | 200 | e3 (leader) |",
+		"s1 1.10× (1.07× with the readers polling)",
 		"| s2 | s1 | 2 | 125 | 110 / 120 | 157 / 161 (e1) |",
 		"every pair within its bound",
 	} {
