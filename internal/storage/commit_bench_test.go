@@ -24,14 +24,18 @@ func BenchmarkStateCommit(b *testing.B) {
 			val := make([]byte, 1024)
 			key := func(i int) []byte { return []byte(fmt.Sprintf("user%012d", i*7919%keys)) }
 			hlc := uint64(1)
+			// write stores a new version of key i and returns its shard.
+			write := func(tx *Tx, i int) (*ShardTx, error) {
+				s, err := tx.Shard(ShardID{Keyspace: "default", Shard: uint32(i % shards)})
+				if err != nil {
+					return nil, err
+				}
+				hlc++
+				return s, s.Put(Record{Key: key(i), Version: ver(hlc, "s1"), Value: val})
+			}
 			if err := db.UpdateAlone(func(tx *Tx) error {
 				for i := 0; i < keys; i++ {
-					s, err := tx.Shard(ShardID{Keyspace: "default", Shard: uint32(i % shards)})
-					if err != nil {
-						return err
-					}
-					hlc++
-					if err := s.Put(Record{Key: key(i), Version: ver(hlc, "s1"), Value: val}); err != nil {
+					if _, err := write(tx, i); err != nil {
 						return err
 					}
 				}
@@ -45,13 +49,8 @@ func BenchmarkStateCommit(b *testing.B) {
 			for n := 0; n < b.N; n += per {
 				err := db.UpdateAlone(func(tx *Tx) error {
 					for j := 0; j < per; j++ {
-						i := r.Intn(keys)
-						s, err := tx.Shard(ShardID{Keyspace: "default", Shard: uint32(i % shards)})
+						s, err := write(tx, r.Intn(keys))
 						if err != nil {
-							return err
-						}
-						hlc++
-						if err := s.Put(Record{Key: key(i), Version: ver(hlc, "s1"), Value: val}); err != nil {
 							return err
 						}
 						if err := s.PutRequest("client", hlc, hlc, nil); err != nil {
