@@ -678,10 +678,11 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string
 // Not a node within its DeadGrace (which keeps its replicas in the map):
 // a transfer to a dead node cannot succeed, and while hashicorp/raft
 // tries one the shard's leader refuses every write and configuration
-// change (ErrLeadershipTransferInProgress), for an election timeout and,
-// when the transfer waits on the dead node's replication, indefinitely.
-// Repeated every balancing round, that left the shards a dead node had
-// led unwritable (TestLeaderKillUnderLoad, TestLeaderTargetsAreAlive).
+// change (ErrLeadershipTransferInProgress) for at least an election
+// timeout, longer while the transfer waits on the dead node's replication.
+// Repeated every balancing round, that left a shard the dead node had led
+// unwritable for more than a minute (TestLeaderKillUnderLoad;
+// TestLeaderTargetsAreAlive).
 func leaderTargets(m placement.Map, alive map[string]bool) map[placement.Shard]placement.NodeID {
 	targets := placement.PreferredLeaders(m)
 	for s, n := range targets {
