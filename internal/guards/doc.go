@@ -61,7 +61,7 @@ const (
 	// once, before the follower stored anything.
 	EarlyAnswer
 	// LeaderToAlive moves shard leadership, when the catalog balances it,
-	// only to nodes gossip reports alive (catalog.balanceLeaders); off, a
+	// only to nodes gossip reports alive (catalog.leaderTargets); off, a
 	// node within its DeadGrace may be picked, and each transfer to it
 	// blocks the shard's writes.
 	LeaderToAlive

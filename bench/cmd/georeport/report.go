@@ -215,21 +215,18 @@ func (r *report) targets() []verdict {
 	local := verdict{Name: "Causeway LOCAL put p50 at every site ≤ 1.2 × the same site's single-site p50", Known: true, Pass: true}
 	var parts []string
 	for _, s := range r.Sites {
-		if s.Causeway == nil || s.CausewaySingle == nil || s.CausewaySingle.Puts.P50Ms == 0 {
+		ratio, ok := p50Ratio(s.Causeway, s.CausewaySingle)
+		if !ok {
 			local.Known = false
 			continue
 		}
 		// Compared under the same conditions: no readers polling the
 		// other sites, whose requests share this machine's CPUs (on
 		// separate machines they would not).
-		multi := s.Causeway
-		if s.CausewayLocal != nil && s.CausewayLocal.Puts.N > 0 {
-			multi = s.CausewayLocal
-		}
-		ratio := multi.Puts.P50Ms / s.CausewaySingle.Puts.P50Ms
 		part := fmt.Sprintf("%s %.2f×", s.Name, ratio)
-		if multi != s.Causeway {
-			part += fmt.Sprintf(" (%.2f× with the readers polling)", s.Causeway.Puts.P50Ms/s.CausewaySingle.Puts.P50Ms)
+		if quiet, ok := p50Ratio(s.CausewayLocal, s.CausewaySingle); ok && s.CausewayLocal.Puts.N > 0 {
+			part = fmt.Sprintf("%s %.2f× (%.2f× with the readers polling)", s.Name, quiet, ratio)
+			ratio = quiet
 		}
 		parts = append(parts, part)
 		if ratio > 1.2 {
@@ -371,11 +368,11 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	p("|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, s := range r.Sites {
 		ratio, ratioPolled := "–", "–"
-		if s.CausewayLocal != nil && s.CausewaySingle != nil && s.CausewaySingle.Puts.P50Ms > 0 {
-			ratio = fmt.Sprintf("%.2f", s.CausewayLocal.Puts.P50Ms/s.CausewaySingle.Puts.P50Ms)
+		if v, ok := p50Ratio(s.CausewayLocal, s.CausewaySingle); ok {
+			ratio = fmt.Sprintf("%.2f", v)
 		}
-		if s.Causeway != nil && s.CausewaySingle != nil && s.CausewaySingle.Puts.P50Ms > 0 {
-			ratioPolled = fmt.Sprintf("%.2f", s.Causeway.Puts.P50Ms/s.CausewaySingle.Puts.P50Ms)
+		if v, ok := p50Ratio(s.Causeway, s.CausewaySingle); ok {
+			ratioPolled = fmt.Sprintf("%.2f", v)
 		}
 		fastest := "–"
 		if s.Etcd != nil && s.Etcd.Puts.N > 0 {
@@ -429,6 +426,14 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// p50Ratio is g's put p50 over base's; false when either is missing.
+func p50Ratio(g, base *geobench) (float64, bool) {
+	if g == nil || base == nil || base.Puts.P50Ms == 0 {
+		return 0, false
+	}
+	return g.Puts.P50Ms / base.Puts.P50Ms, true
 }
 
 func pairOf(g *geobench) string {
