@@ -12,48 +12,81 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/server"
 )
 
-// TestGeoShipPipelines: with 50 ms between neighbouring sites, a stream of
-// writes at s1 is shipped with several batches in flight at once (s1 to
-// s2, and s2 passing them on to s3), not one round trip after another,
-// and every write arrives at every site. Then a batch of s2's writes that
-// starts past what s1 applied of s2 (as if it overtook an earlier batch
-// that never came) is refused whole after a bounded wait: nothing of it is
-// applied and the answer names the sequence s1 expects next.
+// TestGeoShipPipelines: with 50 ms between neighbouring sites, writes at
+// s1 are shipped with several batches in flight at once (s1 to s2, and s2
+// passing them on to s3), not one round trip after another, and every
+// write arrives at every site. The answers to s1's and s2's batches are
+// held while a second write is made, so the second write reaches s3 only
+// if both hops send a batch while another is unanswered. Then a batch of
+// s2's writes that starts past what s1 applied of s2 (as if it overtook an
+// earlier batch that never came) is refused whole after a bounded wait:
+// nothing of it is applied and the answer names the sequence s1 expects
+// next.
 func TestGeoShipPipelines(t *testing.T) {
 	t.Parallel()
-	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1})
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1, Mutate: func(_ string, cfg *server.Config) {
+		// Answers are held below: no call may time out and no site be
+		// skipped meanwhile, however slow the machine.
+		cfg.Geo.CallTimeout, cfg.Geo.SkipAfter = time.Minute, time.Minute
+	}})
 	n1, n2, n3 := fs.Sites["s1"].Nodes[0], fs.Sites["s2"].Nodes[0], fs.Sites["s3"].Nodes[0]
 	const d = 50 * time.Millisecond
 	for _, pair := range [][2]*Node{{n1, n2}, {n2, n3}, {n1, n3}} {
 		fs.Net.Delay(pair[0].Endpoint(), pair[1].Endpoint(), d, 0)
 		fs.Net.Delay(pair[1].Endpoint(), pair[0].Endpoint(), d, 0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-
-	const puts = 40
-	for i := range puts {
-		if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: fmt.Appendf(nil, "pipe/%02d", i), Value: []byte("v")}); err != nil {
+	key := func(i int) []byte { return fmt.Appendf(nil, "pipe/%02d", i) }
+	put := func(i int) {
+		t.Helper()
+		if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: key(i), Value: []byte("v")}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond) // several writes per round trip
 	}
-	for _, n := range []*Node{n2, n3} {
-		poll.Every(20*time.Millisecond).Until(t, 30*time.Second, "every write at "+n.Cfg.Site, func() error {
-			for i := range puts {
-				r, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: fmt.Appendf(nil, "pipe/%02d", i)})
+	arrived := func(n *Node, what string, from, to int) {
+		t.Helper()
+		poll.Every(20*time.Millisecond).Until(t, 30*time.Second, what, func() error {
+			for i := from; i < to; i++ {
+				r, err := n.KV.Get(ctx, &kvv1.GetRequest{Key: key(i)})
 				if err != nil {
 					return err
 				}
 				if !r.Found {
-					return fmt.Errorf("pipe/%02d not found", i)
+					return fmt.Errorf("pipe/%02d not found at %s", i, n.Cfg.Site)
 				}
 			}
 			return nil
 		})
+	}
+
+	// Every stream has been answered once (probed) before the hold.
+	put(0)
+	arrived(n3, "the first write at s3", 0, 1)
+	hold := func(down bool) {
+		for _, pair := range [][2]*Node{{n2, n1}, {n3, n2}} {
+			fs.Net.UpdateRule(pair[0].Endpoint(), pair[1].Endpoint(), func(r *faultnet.Rule) { r.Down = down })
+		}
+	}
+	hold(true)
+	put(1)
+	arrived(n3, "a write at s3 while the answers of s2 and s3 are held", 1, 2)
+	put(2)
+	arrived(n3, "a second write at s3 while the answers to the first are held (a second batch in flight on each hop)", 2, 3)
+	hold(false)
+
+	const puts = 40
+	for i := 3; i < puts; i++ {
+		put(i)
+		time.Sleep(10 * time.Millisecond) // several writes per round trip
+	}
+	for _, n := range []*Node{n2, n3} {
+		arrived(n, "every write at "+n.Cfg.Site, 0, puts)
 	}
 	for _, hop := range []struct {
 		from *Node
