@@ -65,9 +65,23 @@ func TestGeoShipPipelines(t *testing.T) {
 		})
 	}
 
-	// Every stream has been answered once (probed) before the hold.
+	// Both hops have had a batch of writes answered (a shipper sends more
+	// than one batch at a time only to a site that answered it once)
+	// before the answers are held.
 	put(0)
 	arrived(n3, "the first write at s3", 0, 1)
+	for _, hop := range []struct {
+		from *Node
+		to   string
+	}{{n1, "s2"}, {n2, "s3"}} {
+		reg := hop.from.Srv.Registry()
+		poll.Every(20*time.Millisecond).Until(t, 30*time.Second, hop.from.Cfg.Site+" shipped writes to "+hop.to, func() error {
+			if testutil.ToFloat64(metricVec(t, reg, "causeway_geo_shipped_updates_total", hop.to)) == 0 {
+				return fmt.Errorf("no answered batch of writes yet")
+			}
+			return nil
+		})
+	}
 	hold := func(down bool) {
 		for _, pair := range [][2]*Node{{n2, n1}, {n3, n2}} {
 			fs.Net.UpdateRule(pair[0].Endpoint(), pair[1].Endpoint(), func(r *faultnet.Rule) { r.Down = down })
