@@ -280,7 +280,13 @@ func (s *Service) reconcile(ctx context.Context) {
 	want := map[streamKey]*shard.Group{}
 	var outBytes uint64
 	for _, g := range s.host.Groups() {
-		if !g.IsLeader() {
+		// A new leader whose state machine has not applied what its log
+		// committed yet would ship, compare and number from a stale
+		// progress: a chain neighbour that applied more of this site's
+		// writes would take it for a replica that lost its data (a repair
+		// that sends versions ahead of their dependencies, or renumbered
+		// writes). It waits until it caught up.
+		if !g.IsLeader() || !g.CaughtUp() {
 			continue
 		}
 		sh := shardOf(g)
