@@ -88,8 +88,15 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	resp := &peerv1.ShipResponse{}
 	p := g.Geo().Origins[u.Origin]
 	if u.Origin == req.FromSite && len(u.Writes) > 0 {
+		// A replica that lost its data numbers new writes with sequence
+		// numbers this site applied already: the batch's last write is
+		// then newer (by HLC) than the newest applied. A batch of old
+		// writes is only late (it crossed a partition while this site got
+		// them through another site of the chain): its sequence is stale.
+		last := u.Writes[len(u.Writes)-1]
+		reused := last.Seq <= p.Seq && last.Hlc > p.HLC
 		for _, kp := range req.Known {
-			if kp.GetSite() == u.Origin && kp.Seq < p.Seq {
+			if kp.GetSite() == u.Origin && kp.Seq < p.Seq && reused {
 				// The origin numbered fewer writes than this site applied
 				// from it: its replica lost its data. Send it back what
 				// this site holds. Only a request with writes tells: it
