@@ -65,15 +65,16 @@ func TestGeoShipPipelines(t *testing.T) {
 		})
 	}
 
+	hops := []struct {
+		from *Node
+		to   string
+	}{{n1, "s2"}, {n2, "s3"}}
 	// Both hops have had a batch of writes answered (a shipper sends more
 	// than one batch at a time only to a site that answered it once)
 	// before the answers are held.
 	put(0)
 	arrived(n3, "the first write at s3", 0, 1)
-	for _, hop := range []struct {
-		from *Node
-		to   string
-	}{{n1, "s2"}, {n2, "s3"}} {
+	for _, hop := range hops {
 		reg := hop.from.Srv.Registry()
 		poll.Every(20*time.Millisecond).Until(t, 30*time.Second, hop.from.Cfg.Site+" shipped writes to "+hop.to, func() error {
 			if testutil.ToFloat64(metricVec(t, reg, "causeway_geo_shipped_updates_total", hop.to)) == 0 {
@@ -102,10 +103,7 @@ func TestGeoShipPipelines(t *testing.T) {
 	for _, n := range []*Node{n2, n3} {
 		arrived(n, "every write at "+n.Cfg.Site, 0, puts)
 	}
-	for _, hop := range []struct {
-		from *Node
-		to   string
-	}{{n1, "s2"}, {n2, "s3"}} {
+	for _, hop := range hops {
 		reg := hop.from.Srv.Registry()
 		pipelined := testutil.ToFloat64(metricVec(t, reg, "causeway_geo_ship_pipelined_total", hop.to))
 		batches := testutil.ToFloat64(metricVec(t, reg, "causeway_geo_ship_batches_total", hop.to))
