@@ -32,6 +32,8 @@ BITES=(
   "commit-push|./internal/transport|^TestCommitPush\$"
   "early-answer|./internal/transport|^TestEarlyAnswerWaitsForFollowers\$"
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"
+  "late-batch|./internal/clustertest|^TestGeoLateBatchIsNotARebuiltReplica\$"
+  "leader-caught-up|./internal/clustertest|^TestGeoLaggingLeaderWaitsToShip\$"
 )
 
 want=("$@")

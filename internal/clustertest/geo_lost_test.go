@@ -201,6 +201,9 @@ func TestGeoWipedReplicaIsRepaired(t *testing.T) {
 	}
 	fs.waitKeys(t, keys, 30*time.Second)
 	fs.waitConverged(t, 30*time.Second)
+	if fs.rebuiltSeen(t) == 0 {
+		t.Fatal("no node counted s3's wiped replica in causeway_geo_rebuilt_replicas_total")
+	}
 }
 
 // TestRemoteApplyWaitsForDependencies: s3 receives an update of origin s1

@@ -87,6 +87,9 @@ type Hooks struct {
 	Restored func(applied uint64)
 	// Closed is called after a batch that applied a Close command.
 	Closed func()
+	// Gate, if set, is called before each batch is applied and may
+	// block it (shard.PauseApplyForTest holds a replica's applies).
+	Gate func()
 }
 
 // FSM is the state machine of one shard replica.
@@ -278,6 +281,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // ends with the DigestCheck, so that the Digest hook sees the state as of
 // its index).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if f.hooks.Gate != nil {
+		f.hooks.Gate()
+	}
 	out := make([]interface{}, len(logs))
 	f.mu.Lock()
 	applied, st, stopped := f.applied, f.st, f.stopped

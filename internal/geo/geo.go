@@ -12,6 +12,7 @@ import (
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -286,7 +287,7 @@ func (s *Service) reconcile(ctx context.Context) {
 		// writes would take it for a replica that lost its data (a repair
 		// that sends versions ahead of their dependencies, or renumbered
 		// writes). It waits until it caught up.
-		if !g.IsLeader() || !g.CaughtUp() {
+		if !g.IsLeader() || (!g.CaughtUp() && !guards.Off(guards.LeaderCaughtUp)) {
 			continue
 		}
 		sh := shardOf(g)

@@ -21,6 +21,7 @@ type Metrics struct {
 	shipSec                prometheus.Histogram
 	stabilitySec           prometheus.Histogram
 	rtt                    *prometheus.GaugeVec
+	rebuilt                *prometheus.CounterVec
 }
 
 func newMetrics() *Metrics {
@@ -70,6 +71,8 @@ func newMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
 		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("site_rtt_seconds",
 			"Last measured round trip to a site (ping through the peer API).")), []string{"site"}),
+		rebuilt: prometheus.NewCounterVec(prometheus.CounterOpts(o("rebuilt_replicas_total",
+			"Times a shard leader found that a site's replica had lost writes of that site (it numbered writes again from a sequence already applied elsewhere) and had it repaired whole, per site whose replica it was.")), []string{"site"}),
 	}
 }
 
@@ -77,6 +80,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt)
+		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt, m.rebuilt)
 	return m
 }

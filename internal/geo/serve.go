@@ -94,7 +94,7 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 		// writes is only late (it crossed a partition while this site got
 		// them through another site of the chain): its sequence is stale.
 		last := u.Writes[len(u.Writes)-1]
-		reused := last.Seq <= p.Seq && last.Hlc > p.HLC
+		reused := (last.Seq <= p.Seq && last.Hlc > p.HLC) || guards.Off(guards.LateBatch)
 		for _, kp := range req.Known {
 			if kp.GetSite() == u.Origin && kp.Seq < p.Seq && reused {
 				// The origin numbered fewer writes than this site applied
@@ -105,6 +105,7 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 				// batch this site already applied, and its sequence is
 				// then stale, not lost; taking it for a rebuilt replica
 				// sent versions ahead of their dependencies.
+				s.m.rebuilt.WithLabelValues(u.Origin).Inc()
 				s.repairDetached(g, sh, u.Origin, repairAll, fmt.Sprintf("%s's sequence %d is behind this site's progress %d for it (rebuilt replica)", u.Origin, kp.Seq, p.Seq))
 			}
 		}

@@ -323,6 +323,7 @@ func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipC
 // renumber moves this site's next write sequence number past p (the
 // progress another site applied of this site's writes).
 func (s *Service) renumber(ctx context.Context, g *shard.Group, k streamKey, p storage.Progress) {
+	s.m.rebuilt.WithLabelValues(s.cfg.Site).Inc()
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	_, err := g.Propose(pctx, &peerv1.Command{Op: &peerv1.Command_Repair{Repair: &peerv1.RepairRecords{

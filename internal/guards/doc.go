@@ -65,6 +65,17 @@ const (
 	// node within its DeadGrace may be picked, and each transfer to it
 	// blocks the shard's writes.
 	LeaderToAlive
+	// LateBatch takes a batch from a write's origin for the sign of a
+	// replica that lost its data only if its writes reuse sequence
+	// numbers this site applied with newer HLCs (geo.Service.Ship); off,
+	// any batch whose sequence is behind this site's progress (a late
+	// one, which crossed a partition) has the origin repaired whole.
+	LateBatch
+	// LeaderCaughtUp lets a shard leader ship, set chains and run
+	// anti-entropy only once it applied what its log committed
+	// (geo.Service.reconcile); off, a new leader that lags compares a
+	// stale progress of its own site's writes with the next site's.
+	LeaderCaughtUp
 )
 
 var names = map[Guard]string{
@@ -81,6 +92,8 @@ var names = map[Guard]string{
 	EarlyAnswer:    "early-answer",
 	LeaderToAlive:  "leader-to-alive",
 	RequestDedupe:  "request-dedupe",
+	LateBatch:      "late-batch",
+	LeaderCaughtUp: "leader-caught-up",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -93,7 +106,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive, LateBatch, LeaderCaughtUp}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

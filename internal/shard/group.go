@@ -125,10 +125,24 @@ type Group struct {
 	closeKick   chan struct{}
 	lastClose   atomic.Int64
 
+	// paused, while set, holds every apply until it is closed
+	// (PauseApplyForTest).
+	paused atomic.Pointer[chan struct{}]
+
 	stop      chan struct{}
 	down      chan struct{} // closed once raft has shut down
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+}
+
+// applyGate holds an apply while the replica's applies are paused.
+func (g *Group) applyGate() {
+	if ch := g.paused.Load(); ch != nil {
+		select {
+		case <-*ch:
+		case <-g.stop:
+		}
+	}
 }
 
 // Open starts this node's replica of shard id.
@@ -151,7 +165,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		closeKick: make(chan struct{}, 1),
 	}
 	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored,
-		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }})
+		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }, Gate: g.applyGate})
 	if err != nil {
 		return nil, err
 	}
