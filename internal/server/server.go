@@ -52,6 +52,9 @@ const (
 	stateFile = "state.db"
 	raftFile  = "raft.db"
 	walDir    = "wal"
+	// damagedSuffix names where a damaged state database is moved
+	// before it is rebuilt (the last one only).
+	damagedSuffix = ".damaged"
 )
 
 // Server is one running node.
@@ -384,6 +387,10 @@ func (s *Server) openStorage() (err error) {
 	logCfg.Name = "raft"
 	logCfg.NoSync = s.cfg.NoSync
 	if s.logDB, err = storage.Open(logCfg, s.log, s.reg); err != nil {
+		if errors.Is(err, storage.ErrCorrupt) {
+			// raft.db holds raft's votes and terms: nothing else has them.
+			return fmt.Errorf("%w; refusing to start (see \"A damaged data directory\" in docs/operations.md)", err)
+		}
 		return err
 	}
 	walCfg := wal.DefaultConfig(filepath.Join(s.cfg.DataDir, walDir))
@@ -414,6 +421,21 @@ func (s *Server) openStorage() (err error) {
 		stateCfg.BootID = storage.BootID()
 	}
 	s.db, err = storage.Open(stateCfg, s.log, s.reg)
+	if errors.Is(err, storage.ErrCorrupt) {
+		// The state database is derived: rebuild it from the raft
+		// snapshots and logs (their own checksums vouch for them), and
+		// keep the damaged file aside for whoever checks the disk.
+		damaged := stateCfg.Path + damagedSuffix
+		s.log.Error("the state database is damaged (a disk or file-system fault: check the disk); moving it aside and rebuilding shard state from raft snapshots and logs",
+			"reason", err, "moved_to", damaged)
+		if rerr := os.Rename(stateCfg.Path, damaged); rerr != nil {
+			return fmt.Errorf("rebuild state: %w", rerr)
+		}
+		if rerr := os.Remove(storage.MarkerPath(stateCfg.Path)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return fmt.Errorf("rebuild state: %w", rerr)
+		}
+		s.db, err = storage.Open(stateCfg, s.log, s.reg)
+	}
 	if errors.Is(err, storage.ErrUnclean) {
 		s.log.Warn("the machine restarted while the node was running; rebuilding shard state from raft snapshots and logs", "reason", err)
 		for _, p := range []string{stateCfg.Path, storage.MarkerPath(stateCfg.Path)} {
@@ -443,7 +465,7 @@ func checkDataDir(dir string) error {
 		case raftFile:
 			hasRaft = true
 		case stateFile:
-		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", clusterFile, clusterFile + ".tmp":
+		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", stateFile + damagedSuffix, clusterFile, clusterFile + ".tmp":
 		default:
 			foreign = append(foreign, e.Name())
 		}

@@ -150,7 +150,12 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: cfg.InitialMmapBytes,
 	}
-	b, err := bolt.Open(cfg.Path, 0o600, opts)
+	if existed {
+		if err := verifyFile(cfg.Path, *opts); err != nil {
+			return nil, err
+		}
+	}
+	b, err := openBolt(cfg.Path, opts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Path)
@@ -183,6 +188,17 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	}
 	go db.commitLoop()
 	return db, nil
+}
+
+// openBolt is bolt.Open, with a panic of bbolt's on a damaged file
+// returned as ErrCorrupt.
+func openBolt(path string, opts *bolt.Options) (b *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
+		}
+	}()
+	return bolt.Open(path, 0o600, opts)
 }
 
 func checkIdentity(b *bolt.DB, id Identity) error {

@@ -195,6 +195,53 @@ func TestOpenGarbage(t *testing.T) {
 	}
 }
 
+// TestOpenDamagedPages: a database whose meta pages are intact but whose
+// other pages were overwritten (a disk fault) is refused with ErrCorrupt,
+// not with a panic of bbolt's, whatever page the damage hits and however
+// it was written (with page headers that name other pages, or zeros).
+func TestOpenDamagedPages(t *testing.T) {
+	cfg := testConfig(t)
+	db := openDB(t, cfg)
+	for i := range 500 {
+		putRecords(t, db, testShard, Record{Key: fmt.Appendf(nil, "k%04d", i), Value: bytes.Repeat([]byte("v"), 200), Version: ver(uint64(i+1), "a")})
+	}
+	var size int64
+	_ = db.bolt.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil })
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	pages := int(size / page) // the pages in use; the file is larger
+	for _, fill := range []byte{0x00, 0xA5} {
+		for first := 2; first < pages; first += max(1, pages/8) {
+			t.Run(fmt.Sprintf("fill %#x from page %d", fill, first), func(t *testing.T) {
+				b := append([]byte(nil), raw...)
+				for p := first; p < pages; p++ {
+					for i := range 16 {
+						b[p*page+i] = fill
+					}
+				}
+				c := testConfig(t)
+				if err := os.WriteFile(c.Path, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				db, err := Open(c, discardLogger(), nil)
+				if err == nil {
+					_ = db.Close()
+					t.Fatal("Open accepted a database with damaged pages")
+				}
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("err = %v, want ErrCorrupt", err)
+				}
+			})
+		}
+	}
+}
+
 func TestOpenLocked(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.LockTimeout = 100 * time.Millisecond
