@@ -193,7 +193,16 @@ cmd_status() {
 
 case ${1:-} in
 up) cmd_up ;;
-down) stop_all ;;
+down)
+	# Stop every node that has a pid file, whatever GEO_NODES says now
+	# (the site may have been started with more nodes than the default).
+	for f in "$DIR"/s*-n*.pid; do
+		[[ -e $f ]] || continue
+		n=$(basename "$f" .pid)
+		[[ " ${NODES[*]} " == *" $n "* ]] || NODES+=("$n")
+	done
+	stop_all
+	;;
 status) cmd_status ;;
 *)
 	echo "usage: $0 up|down|status" >&2
