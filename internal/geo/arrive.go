@@ -14,6 +14,17 @@ import (
 	"github.com/causeway-db/causeway/internal/shard"
 )
 
+// HasSite implements router.Durability. Before this node has loaded a
+// cluster configuration it knows no site to refuse, and reports true.
+func (s *Service) HasSite(site string) bool {
+	cfg, _ := s.configs()
+	if len(cfg.Sites) == 0 {
+		return true
+	}
+	_, ok := cfg.Sites[site]
+	return ok
+}
+
 // WaitSiteApplied implements router.Durability: it waits until a replica
 // of every shard this site holds, of every keyspace other sites hold too,
 // applied the other sites' writes up to hlc (their progress for each

@@ -52,12 +52,19 @@ type Durability interface {
 	// (causal.Session.Observed) of other sites, and returns the largest
 	// newest HLC of the replicas it checked.
 	WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error)
+	// HasSite reports whether the cluster configuration has site.
+	HasSite(site string) bool
 }
 
 // ErrSessionMoved: a session that was served at another site arrived here
 // before this site applied its causal past. Retryable (here, later, or at
 // the session's previous site).
 var ErrSessionMoved = errors.New("router: this site has not applied the session's causal past yet")
+
+// ErrForeignSession: a session token names a site this cluster does not
+// have (a token of another cluster, or of a site that was removed). Its
+// causal past can never arrive here; the client must start a new session.
+var ErrForeignSession = errors.New("router: the session comes from a site this cluster does not have")
 
 // Arrive prepares c's session for this site. A session last served at
 // another site (it moved, or its client failed over) carries floors that
@@ -83,6 +90,9 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 		return nil
 	}
 	from := s.Site
+	if r.durability != nil && !r.durability.HasSite(from) {
+		return fmt.Errorf("%w: the session was last served at site %q, which is not a site of this cluster (a session token of another cluster, or of a removed site); start a new session (kvctl: --session-file none, or delete the session file)", ErrForeignSession, from)
+	}
 	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, r.cfg.MoveWait)

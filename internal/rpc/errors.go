@@ -38,6 +38,7 @@ var codeTable = []struct {
 	{fsm.ErrKeyNotFound, codes.NotFound},
 	{router.ErrCausalWait, codes.DeadlineExceeded},
 	{router.ErrSessionMoved, codes.Unavailable},
+	{router.ErrForeignSession, codes.FailedPrecondition},
 	{shard.ErrNotLeader, codes.Unavailable},
 	{shard.ErrLeadershipLost, codes.Unavailable},
 	{router.ErrNoLeader, codes.Unavailable},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -769,4 +771,26 @@ func TestRebuildStateAfterReboot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(crash, stateFile+".open")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("marker after clean stop: %v", err)
 	}
+}
+
+// TestForeignSessionIsRefused: a session token that names a site this
+// cluster does not have (for example the session file of a client that
+// talked to another cluster before) is refused at once with
+// FailedPrecondition and a message that says to start a new session,
+// instead of waiting for a causal past that can never arrive until the
+// request times out. A new session still works.
+func TestForeignSessionIsRefused(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	foreign := (&causal.Session{Site: "elsewhere", MaxHLC: 1 << 50, Partial: true}).Encode()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := n.kv.Put(c, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: foreign}, Key: []byte("k"), Value: []byte("v")})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `site "elsewhere"`) || !strings.Contains(err.Error(), "new session") {
+		t.Fatalf("put with another cluster's session: %v, want FailedPrecondition naming the site and a new session", err)
+	}
+	_, err = n.kv.Get(c, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: foreign}, Key: []byte("k")})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("get with another cluster's session: %v, want FailedPrecondition", err)
+	}
+	n.put(t, "k", "v")
 }
