@@ -66,6 +66,11 @@ var ErrSessionMoved = errors.New("router: this site has not applied the session'
 // causal past can never arrive here; the client must start a new session.
 var ErrForeignSession = errors.New("router: the session comes from a site this cluster does not have")
 
+// ErrLostSession: a session observed a write of this site that the site
+// does not hold (its data was deleted or lost since). Waiting cannot
+// help; the client must start a new session.
+var ErrLostSession = errors.New("router: the session observed writes this site no longer holds")
+
 // Arrive prepares c's session for this site. A session last served at
 // another site (it moved, or its client failed over) carries floors that
 // hold there: this site may not have applied yet what it read there, nor

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -302,6 +303,22 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		r.metrics.localRead(g.IsLeader())
 		return g, "", nil
 	}
+	if g.IsLeader() && slices.ContainsFunc(missing, ownVersion) {
+		// A version of this site's that the session observed in this
+		// shard: once the barrier has it current with every committed
+		// write, a leader that still lacks it never held it. The site
+		// lost the data after the session saw it (its data directory
+		// was deleted, or a quorum was recovered without it); waiting
+		// cannot help.
+		if err := g.ReadBarrier(ctx); err != nil {
+			return nil, "", err
+		}
+		for _, f := range missing {
+			if ownVersion(f) && !g.HasApplied(f.Origin, f.HLC) {
+				return nil, "", fmt.Errorf("%w: a write in %s (HLC %d) that the site does not hold: its data was deleted or lost after the session saw it; start a new session (kvctl: --session-file none, or delete the session file)", ErrLostSession, sh, f.HLC)
+			}
+		}
+	}
 	if fallback && !g.IsLeader() {
 		// While the leader closes timestamps at a cadence, the floor is
 		// an interval or two away: wait for it rather than hand the read
@@ -381,6 +398,10 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		return nil, "", fmt.Errorf("%w: %s needs %s", ErrCausalWait, sh, floorString(missing))
 	}
 }
+
+// ownVersion reports whether f is a version of this site's writes (not a
+// fallback floor above the shard's newest version, nor another site's).
+func ownVersion(f causal.Floor) bool { return !f.Fallback && f.Origin == "" }
 
 // floorString renders floors for an error message.
 func floorString(fs []causal.Floor) string {

@@ -39,6 +39,7 @@ var codeTable = []struct {
 	{router.ErrCausalWait, codes.DeadlineExceeded},
 	{router.ErrSessionMoved, codes.Unavailable},
 	{router.ErrForeignSession, codes.FailedPrecondition},
+	{router.ErrLostSession, codes.FailedPrecondition},
 	{shard.ErrNotLeader, codes.Unavailable},
 	{shard.ErrLeadershipLost, codes.Unavailable},
 	{router.ErrNoLeader, codes.Unavailable},

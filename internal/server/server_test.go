@@ -744,12 +744,20 @@ func TestRebuildStateAfterReboot(t *testing.T) {
 	}
 	n.srv.Stop()
 
-	// Same boot (a process crash): a damaged state.db is refused, not rebuilt.
-	same := testConfig(crash)
+	// Same boot (a process crash): a damaged state.db is not a torn one
+	// but a disk fault; it is moved aside and rebuilt all the same (ADR
+	// 021).
+	sameDir := t.TempDir()
+	copyDir(t, crash, sameDir)
+	same := testConfig(sameDir)
 	same.Shards, same.BootID = 4, "boot-1"
-	srv, _ := New(same, quietLogger())
-	if err := srv.Start(); !errors.Is(err, storage.ErrCorrupt) {
-		t.Fatalf("same boot, damaged state: %v", err)
+	n1 := start(t, same)
+	if g := n1.getStrong(t, "k499"); string(g.Value) != "v499" {
+		t.Fatalf("same boot, damaged state, after the rebuild: k499 = %v", g)
+	}
+	n1.srv.Stop()
+	if _, err := os.Stat(filepath.Join(sameDir, stateFile+damagedSuffix)); err != nil {
+		t.Fatalf("same boot: the damaged state.db was not kept aside: %v", err)
 	}
 
 	rebooted := testConfig(crash)
@@ -793,4 +801,31 @@ func TestForeignSessionIsRefused(t *testing.T) {
 		t.Fatalf("get with another cluster's session: %v, want FailedPrecondition", err)
 	}
 	n.put(t, "k", "v")
+}
+
+// TestLostSessionIsRefused: a session that observed writes of this site
+// which the site no longer holds (the node's data directory was deleted
+// and the site started afresh under the same name, the usual fate of a
+// kvctl session file) is refused at once with FailedPrecondition, instead
+// of waiting for versions that can never be applied until the request
+// times out. Without a session the key reads as absent.
+func TestLostSessionIsRefused(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	resp := n.put(t, "k", "v")
+	tok := resp.GetHeader().GetSession()
+	if len(tok) == 0 {
+		t.Fatal("no session token in the put's answer")
+	}
+	n.srv.Stop()
+
+	fresh := start(t, testConfig(t.TempDir()))
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := fresh.kv.Get(c, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("k")})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "new session") {
+		t.Fatalf("get with a session of the deleted data: %v, want FailedPrecondition saying to start a new session", err)
+	}
+	if g := fresh.get(t, "k"); g.Found {
+		t.Fatalf("k found on a fresh site: %v", g)
+	}
 }
