@@ -2,6 +2,7 @@
 # cluster.sh runs a three-node Causeway site on loopback for development.
 #
 #   scripts/cluster.sh up       build bin/kvd, start n1, n2, n3, wait until ready
+#                               (with some running: restart the missing ones)
 #   scripts/cluster.sh down     stop them (SIGTERM, then wait)
 #   scripts/cluster.sh status   show which nodes run
 #
@@ -71,13 +72,14 @@ pid_of() {
 	return 1
 }
 
+# start_node NODE [JOIN]: JOIN (a gossip address) overrides n1's.
 start_node() {
-	local n=$1 b
+	local n=$1 join=${2:-$JOIN} b
 	b=$(base "$n")
 	local args=(--site "$SITE" --node-id "$n" --data-dir "$DIR/$n"
 		--client-addr "127.0.0.1:$b" --http-addr "127.0.0.1:$((b + 1))"
 		--peer-addr "127.0.0.1:$((b + 2))" --gossip-addr "127.0.0.1:$((b + 3))")
-	if [[ $n != n1 ]]; then args+=(--join "$JOIN"); fi
+	if [[ $n != n1 || $join != "$JOIN" ]]; then args+=(--join "$join"); fi
 	# shellcheck disable=SC2206 # split on purpose
 	args+=(${CLUSTER_KVD_ARGS:-})
 	mkdir -p "$DIR/$n"
@@ -119,6 +121,44 @@ wait_placement() {
 	echo " done"
 }
 
+# restart_missing RUNNING...: some nodes run (the others crashed or were
+# killed): start the missing ones on their data, joining a running node,
+# and wait until they are ready. A failure leaves the running nodes alone.
+restart_missing() {
+	local running=("$@") missing=() n b p url
+	for n in "${NODES[@]}"; do
+		[[ " ${running[*]} " == *" $n "* ]] || missing+=("$n")
+	done
+	for n in "${missing[@]}"; do
+		b=$(base "$n")
+		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
+			if port_busy "$p"; then
+				die "port $p (for $n) is in use; is another kvd running (make run)?"
+			fi
+		done
+	done
+	if [[ ${CLUSTER_NO_BUILD:-} != 1 ]]; then
+		"${MAKE:-make}" --no-print-directory build
+	fi
+	[[ -x $KVD ]] || die "$KVD not found; run make build"
+	local join
+	join="127.0.0.1:$(($(base "${running[0]}") + 3))"
+	printf '%s running; restarting %s' "${running[*]}" "${missing[*]}"
+	for n in "${missing[@]}"; do start_node "$n" "$join"; done
+	deadline=$((SECONDS + READY_TIMEOUT))
+	for n in "${missing[@]}"; do
+		url="http://$(http_addr "$n")/readyz"
+		while [[ $(http_status "$url") != 200 ]]; do
+			pid_of "$n" >/dev/null || die "$n exited during start (see $DIR/$n.log)"
+			((SECONDS < deadline)) || die "$n not ready after ${READY_TIMEOUT}s ($url; see $DIR/$n.log)"
+			printf .
+			sleep 0.5
+		done
+	done
+	echo " ready"
+	cmd_status
+}
+
 cmd_up() {
 	local n running=() b p
 	for n in "${NODES[@]}"; do
@@ -130,7 +170,8 @@ cmd_up() {
 		return 0
 	fi
 	if ((${#running[@]} > 0)); then
-		die "${running[*]} already running; run 'scripts/cluster.sh down' first"
+		restart_missing "${running[@]}"
+		return
 	fi
 	for n in "${NODES[@]}"; do
 		b=$(base "$n")
