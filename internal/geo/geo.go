@@ -186,11 +186,15 @@ type Service struct {
 	chainSet map[placement.Shard]bool         // SetChain in flight; REQUIRES: mu
 	aeLast   map[placement.Shard]time.Time    // last periodic anti-entropy; REQUIRES: mu
 	aeBusy   map[repairKey]bool               // REQUIRES: mu
-	pings    map[string]pingState             // per site; REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
 	stop     chan struct{}                    // closed when Run ends
 	stopping bool                             // Run is ending: no new goroutines; REQUIRES: mu
 	wg       sync.WaitGroup
+
+	// pingMu guards pings on its own: shippers read them while they hold
+	// their stream's lock, and code that holds mu takes stream locks.
+	pingMu sync.Mutex
+	pings  map[string]pingState // per site; REQUIRES: pingMu
 }
 
 type pingState struct {

@@ -219,14 +219,18 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	s.m.aeKeys.Add(float64(p.KeysSent))
 	// The shippers learn site's new progress before they ship again.
 	s.mu.Lock()
+	var sts []*stream
 	for k, st := range s.streams {
 		if k.sh == sh {
-			st.mu.Lock()
-			st.probed[site] = false
-			st.mu.Unlock()
+			sts = append(sts, st)
 		}
 	}
 	s.mu.Unlock()
+	for _, st := range sts { // stream locks are never taken under s.mu
+		st.mu.Lock()
+		st.probed[site] = false
+		st.mu.Unlock()
+	}
 	return p, nil
 }
 

@@ -454,14 +454,14 @@ func (s *Service) pingLoop(ctx context.Context) {
 			if site == s.cfg.Site {
 				continue
 			}
-			s.mu.Lock()
+			s.pingMu.Lock()
 			ps := s.pings[site]
 			busy := !ps.lastTry.IsZero() && ps.lastTry.After(ps.lastOK) && time.Since(ps.lastTry) < s.cfg.CallTimeout
 			if !busy {
 				ps.lastTry = time.Now()
 				s.pings[site] = ps
 			}
-			s.mu.Unlock()
+			s.pingMu.Unlock()
 			if busy {
 				continue
 			}
@@ -472,14 +472,14 @@ func (s *Service) pingLoop(ctx context.Context) {
 					return err
 				})
 				rtt := time.Since(start)
-				s.mu.Lock()
+				s.pingMu.Lock()
 				ps := s.pings[site]
 				ps.ok = err == nil
 				if err == nil {
 					ps.lastOK, ps.rtt = time.Now(), rtt
 				}
 				s.pings[site] = ps
-				s.mu.Unlock()
+				s.pingMu.Unlock()
 				if err == nil {
 					s.m.rtt.WithLabelValues(site).Set(rtt.Seconds())
 				}
@@ -495,16 +495,16 @@ func (s *Service) pingLoop(ctx context.Context) {
 
 // pingOK returns when a ping last reached site.
 func (s *Service) pingOK(site string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
 	return s.pings[site].lastOK
 }
 
 // RTT returns the last measured round trip to site and whether the last
 // ping reached it.
 func (s *Service) RTT(site string) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
 	p := s.pings[site]
 	return p.rtt, p.ok
 }
@@ -565,11 +565,17 @@ func (s *Service) updateLagMetrics(cfg cluster.Config) {
 	}
 	var oldest float64
 	now := uint64(time.Now().UnixMilli())
+	// A stream's lock is never taken under s.mu: a shipper holds its
+	// stream's lock while it asks for the last ping (pingMu).
 	s.mu.Lock()
+	own := make([]*stream, 0, len(s.shippers))
 	for k, st := range s.streams {
-		if k.origin != s.cfg.Site || s.shippers[k] == nil {
-			continue
+		if k.origin == s.cfg.Site && s.shippers[k] != nil {
+			own = append(own, st)
 		}
+	}
+	s.mu.Unlock()
+	for _, st := range own {
 		st.mu.Lock()
 		self, stable := st.known[s.cfg.Site], st.stable
 		st.mu.Unlock()
@@ -579,7 +585,6 @@ func (s *Service) updateLagMetrics(cfg cluster.Config) {
 			}
 		}
 	}
-	s.mu.Unlock()
 	s.m.oldestUnstable.Set(oldest)
 }
 
