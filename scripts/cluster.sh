@@ -121,15 +121,10 @@ wait_placement() {
 	echo " done"
 }
 
-# restart_missing RUNNING...: some nodes run (the others crashed or were
-# killed): start the missing ones on their data, joining a running node,
-# and wait until they are ready. A failure leaves the running nodes alone.
-restart_missing() {
-	local running=("$@") missing=() n b p url
-	for n in "${NODES[@]}"; do
-		[[ " ${running[*]} " == *" $n "* ]] || missing+=("$n")
-	done
-	for n in "${missing[@]}"; do
+# prepare NODE...: fail if a port of the nodes is taken; build bin/kvd.
+prepare() {
+	local n b p
+	for n in "$@"; do
 		b=$(base "$n")
 		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
 			if port_busy "$p"; then
@@ -141,26 +136,29 @@ restart_missing() {
 		"${MAKE:-make}" --no-print-directory build
 	fi
 	[[ -x $KVD ]] || die "$KVD not found; run make build"
+}
+
+# restart_missing RUNNING...: some nodes run (the others crashed or were
+# killed): start the missing ones on their data, joining a running node,
+# and wait until they are ready. A failure leaves the running nodes alone.
+restart_missing() {
+	local running=("$@") missing=() n
+	for n in "${NODES[@]}"; do
+		[[ " ${running[*]} " == *" $n "* ]] || missing+=("$n")
+	done
+	prepare "${missing[@]}"
 	local join
 	join="127.0.0.1:$(($(base "${running[0]}") + 3))"
 	printf '%s running; restarting %s' "${running[*]}" "${missing[*]}"
 	for n in "${missing[@]}"; do start_node "$n" "$join"; done
 	deadline=$((SECONDS + READY_TIMEOUT))
-	for n in "${missing[@]}"; do
-		url="http://$(http_addr "$n")/readyz"
-		while [[ $(http_status "$url") != 200 ]]; do
-			pid_of "$n" >/dev/null || die "$n exited during start (see $DIR/$n.log)"
-			((SECONDS < deadline)) || die "$n not ready after ${READY_TIMEOUT}s ($url; see $DIR/$n.log)"
-			printf .
-			sleep 0.5
-		done
-	done
+	for n in "${missing[@]}"; do WAIT_FAIL=die wait_http "$n" /readyz; done
 	echo " ready"
 	cmd_status
 }
 
 cmd_up() {
-	local n running=() b p
+	local n running=()
 	for n in "${NODES[@]}"; do
 		if pid_of "$n" >/dev/null; then running+=("$n"); fi
 	done
@@ -173,18 +171,7 @@ cmd_up() {
 		restart_missing "${running[@]}"
 		return
 	fi
-	for n in "${NODES[@]}"; do
-		b=$(base "$n")
-		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
-			if port_busy "$p"; then
-				die "port $p (for $n) is in use; is another kvd running (make run)?"
-			fi
-		done
-	done
-	if [[ ${CLUSTER_NO_BUILD:-} != 1 ]]; then
-		"${MAKE:-make}" --no-print-directory build
-	fi
-	[[ -x $KVD ]] || die "$KVD not found; run make build"
+	prepare "${NODES[@]}"
 	mkdir -p "$DIR"
 
 	trap 'fail_up "interrupted"' INT TERM

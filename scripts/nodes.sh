@@ -33,13 +33,14 @@ fail_up() {
 }
 
 # wait_http NODE PATH waits (with dots) until the node answers 200 on PATH;
-# it fails the start if the node exits or the deadline passes.
+# it fails the start if the node exits or the deadline passes, with
+# fail_up (which stops every node), or with $WAIT_FAIL if set.
 wait_http() {
-	local n=$1 path=$2 url
+	local n=$1 path=$2 url fail=${WAIT_FAIL:-fail_up}
 	url="http://$(http_addr "$n")$path"
 	while [[ $(http_status "$url") != 200 ]]; do
-		pid_of "$n" >/dev/null || fail_up "$n exited during start (see $DIR/$n.log)"
-		((SECONDS < deadline)) || fail_up "$n not ready after ${READY_TIMEOUT}s ($url)"
+		pid_of "$n" >/dev/null || "$fail" "$n exited during start (see $DIR/$n.log)"
+		((SECONDS < deadline)) || "$fail" "$n not ready after ${READY_TIMEOUT}s ($url)"
 		printf .
 		sleep 0.5
 	done
