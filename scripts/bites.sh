@@ -34,6 +34,7 @@ BITES=(
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"
   "late-batch|./internal/clustertest|^TestGeoLateBatchIsNotARebuiltReplica\$"
   "leader-caught-up|./internal/clustertest|^TestGeoLaggingLeaderWaitsToShip\$"
+  "quiet-confirmed|./internal/transport|^TestQuietLeaderCutOff\$"
 )
 
 want=("$@")

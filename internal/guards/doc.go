@@ -76,6 +76,12 @@ const (
 	// (geo.Service.reconcile); off, a new leader that lags compares a
 	// stale progress of its own site's writes with the next site's.
 	LeaderCaughtUp
+	// QuietConfirmed answers a quiet group's raft message to a follower
+	// in the leader's transport only while that follower's node answered
+	// a keepalive for the group lately (transport, quiet.go); off, it is
+	// answered even when the follower is gone, and the leader never loses
+	// its lease.
+	QuietConfirmed
 )
 
 var names = map[Guard]string{
@@ -94,6 +100,7 @@ var names = map[Guard]string{
 	RequestDedupe:  "request-dedupe",
 	LateBatch:      "late-batch",
 	LeaderCaughtUp: "leader-caught-up",
+	QuietConfirmed: "quiet-confirmed",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -106,7 +113,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive, LateBatch, LeaderCaughtUp}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

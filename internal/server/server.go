@@ -208,6 +208,10 @@ func (s *Server) Start() (err error) {
 	// CommitTimeouts; batching may add half of one (docs/adr/020), which
 	// keeps the longest gap within HeartbeatTimeout and the lease.
 	tcfg.BatchDelay = s.cfg.Shard.CommitTimeout / 2
+	// Quiet groups' followers are kept in contact by one keepalive batch
+	// per node pair (docs/adr/020, step 16): four per lease and per
+	// follower timeout, so one lost keepalive costs nothing.
+	tcfg.KeepaliveInterval = min(s.cfg.Shard.LeaderLeaseTimeout, s.cfg.Shard.HeartbeatTimeout) / 4
 	poolOpts := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 		// Reconnect to a peer within a second of a partition healing

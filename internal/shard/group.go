@@ -170,7 +170,13 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		return nil, err
 	}
 	g.fsm = f
-	g.verifier.round = func() error { return g.raft.VerifyLeader().Error() }
+	g.verifier.round = func() error {
+		// raft's heartbeats go at once while it verifies (transport.LeaderVerifier).
+		if v, ok := deps.Transport.(interface{ VerifyingLeader() func() }); ok {
+			defer v.VerifyingLeader()()
+		}
+		return g.raft.VerifyLeader().Error()
+	}
 	g.verifier.done = deps.Metrics.observeLeaderCheck
 
 	hl := logging.HCLog(g.log, "raft", hclog.Warn)

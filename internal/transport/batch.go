@@ -140,8 +140,34 @@ func (b *batcher) sendLocked(target raft.ServerAddress, q *batchQueue) {
 	}
 	items := q.items
 	q.items = nil
-	b.wg.Add(1)
-	go b.send(target, items)
+	for len(items) > 0 {
+		n := min(len(items), maxBatchRequests)
+		b.wg.Add(1)
+		go b.send(target, items[:n:n])
+		items = items[n:]
+	}
+}
+
+// sendNow sends items to target at once, with whatever waits for it. It
+// returns false, and sends nothing, if the Network is closing or target
+// did not know batches lately.
+func (b *batcher) sendNow(target raft.ServerAddress, items []*batchItem) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return false
+	}
+	q := b.mu.queues[target]
+	if q == nil {
+		q = &batchQueue{}
+		b.mu.queues[target] = q
+	}
+	if time.Now().Before(q.unsupportedUntil) {
+		return false
+	}
+	q.items = append(q.items, items...)
+	b.sendLocked(target, q)
+	return true
 }
 
 // close fails the requests still waiting with ErrClosed and waits for the
@@ -247,6 +273,12 @@ func (s *service) AppendEntriesBatch(ctx context.Context, req *peerv1.AppendEntr
 	out := &peerv1.AppendEntriesBatchResponse{Results: make([]*peerv1.AppendEntriesBatchResult, len(reqs))}
 	var wg sync.WaitGroup
 	for i, r := range reqs {
+		if s.fastHeartbeat(r) {
+			// Keepalives and heartbeats: raft answers them on this
+			// goroutine without waiting (quiet.go, heartbeat.go).
+			out.Results[i] = s.batched(ctx, r)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -256,6 +288,22 @@ func (s *service) AppendEntriesBatch(ctx context.Context, req *peerv1.AppendEntr
 	wg.Wait()
 	s.n.metrics.observeReceived(typeBatch, proto.Size(req), proto.Size(out), nil)
 	return out, nil
+}
+
+// fastHeartbeat reports whether r is a heartbeat of a group whose raft
+// takes heartbeats on the caller's goroutine (SetHeartbeatHandler).
+func (s *service) fastHeartbeat(r *peerv1.AppendEntriesRequest) bool {
+	if len(r.GetEntries()) > 0 || r.GetPrevLogEntry() != 0 || r.GetPrevLogTerm() != 0 || r.GetLeaderCommitIndex() != 0 ||
+		r.GetTerm() == 0 || (len(r.GetHeader().GetAddr()) == 0 && len(r.GetLeader()) == 0) {
+		return false // not one isHeartbeat takes: raft's loop answers it
+	}
+	g, err := s.n.group(r.GetGroup())
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.heartbeat != nil
 }
 
 // batched answers one request of a batch.

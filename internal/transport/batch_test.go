@@ -46,7 +46,10 @@ func startGroups(t *testing.T, nodes []*testNode, groups []string, tweak func(*r
 // every CommitTimeout; those travel in AppendEntriesBatch RPCs, several
 // groups' in one, and the groups keep their leaders and still replicate.
 func TestIdleGroupsBatched(t *testing.T) {
-	tweak := func(c *Config) { c.BatchDelay = 100 * time.Millisecond }
+	tweak := func(c *Config) {
+		c.BatchDelay = 100 * time.Millisecond
+		c.KeepaliveInterval = 0 // every idle message is sent (quiet_test.go has them answered aside)
+	}
 	nodes := []*testNode{newTestNode(t, "a", tweak), newTestNode(t, "b", tweak), newTestNode(t, "c", tweak)}
 	groups := []string{"g1", "g2", "g3", "g4"}
 	rafts, fsms := startGroups(t, nodes, groups, nil)

@@ -59,7 +59,8 @@ func newTestNode(t *testing.T, id string, tweak func(*Config)) *testNode {
 	cfg.RPCTimeout = 2 * time.Second
 	cfg.DialTimeout = 500 * time.Millisecond
 	cfg.ReconnectBackoff = 200 * time.Millisecond
-	cfg.BatchDelay = 20 * time.Millisecond // raftConfig's CommitTimeout is 10 ms
+	cfg.BatchDelay = 20 * time.Millisecond        // raftConfig's CommitTimeout is 10 ms
+	cfg.KeepaliveInterval = 50 * time.Millisecond // a fifth of raftConfig's lease
 	if tweak != nil {
 		tweak(&cfg)
 	}

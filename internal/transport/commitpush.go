@@ -52,6 +52,7 @@ type followerCommit struct {
 	ackTerm uint64         // its term
 	sent    uint64         // highest commit index sent to it in term
 	pending bool           // a push is scheduled or in flight
+	quiet   quietFollower  // quiet.go
 }
 
 type commitPush struct {
@@ -93,7 +94,11 @@ func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEn
 		return
 	}
 	f.header = args.RPCHeader
+	if len(args.Entries) > 0 || args.LeaderCommitIndex > f.sent {
+		f.quiet.idle = false // news: keepalives stop until raft's messages carry nothing new again
+	}
 	f.sent = max(f.sent, args.LeaderCommitIndex)
+	f.quiet.raftSent = time.Now()
 }
 
 // carriesNothingNew reports whether args, about to be sent to target,
@@ -125,7 +130,11 @@ func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.Append
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.followers[target]
-	if f == nil || f.term != args.Term || idx <= f.ackIdx {
+	if f == nil || f.term != args.Term {
+		return
+	}
+	f.quiet.answered(resp)
+	if idx <= f.ackIdx {
 		return
 	}
 	f.ackIdx, f.ackTerm = idx, term

@@ -51,6 +51,15 @@ type Config struct {
 	// receives, which must stay well below raft's HeartbeatTimeout and
 	// LeaderLeaseTimeout (a node sets it to half its CommitTimeout).
 	BatchDelay time.Duration
+	// KeepaliveInterval is how often a leader's node tells each node that
+	// follows one of its quiet groups (whose raft messages carry nothing
+	// new) that it still leads them, in one AppendEntriesBatch of
+	// heartbeats per node; raft's messages to those followers are then
+	// answered by the transport while a keepalive was answered within
+	// two intervals (quiet.go). 0 turns keepalives off: every message is
+	// sent. It must stay well below raft's HeartbeatTimeout and
+	// LeaderLeaseTimeout (a node sets it to a quarter of the smaller).
+	KeepaliveInterval time.Duration
 	// EarlyAppend makes a leader's group transport send new entries to
 	// its followers while the leader stores them (earlyappend.go), so
 	// their fsyncs overlap the leader's. On by default; off, a follower
@@ -79,6 +88,7 @@ func DefaultConfig(advertise string) Config {
 		MaxInFlight:        2,
 		CommitPushDelay:    time.Millisecond,
 		BatchDelay:         250 * time.Millisecond,
+		KeepaliveInterval:  500 * time.Millisecond,
 		EarlyAppend:        true,
 	}
 }
@@ -114,6 +124,8 @@ func (c Config) Validate() error {
 		return errors.New("transport: CommitPushDelay must not be negative")
 	case c.BatchDelay < 0:
 		return errors.New("transport: BatchDelay must not be negative")
+	case c.KeepaliveInterval < 0:
+		return errors.New("transport: KeepaliveInterval must not be negative")
 	}
 	return nil
 }

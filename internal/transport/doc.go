@@ -55,6 +55,18 @@
 //     as the idle groups' messages, which is then sent CommitPushDelay
 //     after the first push, or one by one to a peer that does not take
 //     batches.
+//   - With Config.KeepaliveInterval (the default), a leader's node sends
+//     each node that follows one of its quiet groups (raft's messages to
+//     that follower carry nothing new) a heartbeat of the group's term
+//     every interval, all of them in one AppendEntriesBatch per node; the
+//     follower's raft takes it on its heartbeat fast path. raft's own
+//     message that carries nothing new is then answered by the leader's
+//     transport with the follower's last answer of the term, without
+//     being sent, while a keepalive the follower answered with success in
+//     that term was sent within two intervals (quiet.go). Keepalives stop
+//     once raft stops sending to the follower (no open pipeline, or no
+//     request for four intervals). raft's heartbeats, and so VerifyLeader,
+//     are always sent.
 //   - With Config.EarlyAppend (the default), a leader's raft that writes
 //     its log through WithEarlyAppend has its new entries sent on each
 //     caught-up follower's pipeline stream as it starts storing them,
@@ -71,7 +83,8 @@
 //     messages travel in batches), so the peer server is stopped with Stop,
 //     not GracefulStop.
 //
-// Goroutines: the Network starts none of its own. Incoming handlers run on
+// Goroutines: the Network starts one of its own, which sends keepalives
+// (none with KeepaliveInterval 0); Close stops it. Incoming handlers run on
 // the gRPC server's goroutines and return when raft answers, the RPC's
 // context ends or the group transport closes. The InstallSnapshot handler is
 // the only caller of the stream's Recv: raft's goroutine reads the snapshot

@@ -28,6 +28,7 @@ type groupTransport struct {
 	// loggedRefusal is 1 + the sender generation last refused and logged.
 	loggedRefusal atomic.Uint64
 	push          commitPush // commitpush.go
+	hb            heartbeats // heartbeat.go
 
 	mu struct {
 		sync.Mutex
@@ -207,7 +208,15 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 	msg := appendEntriesToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
 	g.noteSent(target, args)
-	out, err := call(g, typ, target, msg, peerv1.RaftClient.AppendEntries)
+	var out *peerv1.AppendEntriesResponse
+	var batched bool
+	var err error
+	if typ == typeHeartbeat {
+		out, batched, err = g.batchedHeartbeat(target, msg)
+	}
+	if !batched {
+		out, err = call(g, typ, target, msg, peerv1.RaftClient.AppendEntries)
+	}
 	if err != nil {
 		return err
 	}

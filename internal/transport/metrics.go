@@ -17,6 +17,8 @@ const (
 	typeEarlyCovered   = "append_entries_covered" // raft's request answered by early ones
 	typeBatch          = "append_entries_batch"   // one AppendEntriesBatch RPC
 	typeBatched        = "append_entries_batched" // one request carried in a batch
+	typeKeepalive      = "keepalive"              // a quiet group's heartbeat, carried in a batch
+	typeQuiet          = "append_entries_quiet"   // raft's request answered by keepalives
 	typeRequestVote    = "request_vote"
 	typeRequestPreVote = "request_pre_vote"
 	typeTimeoutNow     = "timeout_now"
@@ -78,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.byType = make(map[string]*typeSeries)
 	ok := resultOf(nil)
-	for _, typ := range []string{typeAppendEntries, typeHeartbeat, typePipeline, typeCommitPush, typeEarlyAppend, typeEarlyCovered, typeBatch, typeBatched, typeRequestVote, typeRequestPreVote, typeTimeoutNow, typeSnapshot} {
+	for _, typ := range []string{typeAppendEntries, typeHeartbeat, typePipeline, typeCommitPush, typeEarlyAppend, typeEarlyCovered, typeBatch, typeBatched, typeKeepalive, typeQuiet, typeRequestVote, typeRequestPreVote, typeTimeoutNow, typeSnapshot} {
 		m.byType[typ] = &typeSeries{
 			sent: m.sent.WithLabelValues(typ, ok), received: m.received.WithLabelValues(typ, ok),
 			sentBytes: m.sentBytes.WithLabelValues(typ), receivedBytes: m.receivedBytes.WithLabelValues(typ),

@@ -31,6 +31,9 @@ type Network struct {
 	// coveredQueued counts raft requests left to early appends' answers
 	// (earlyappend.go).
 	coveredQueued atomic.Int64
+	// stopKeepalives ends the keepalive goroutine (quiet.go), if any;
+	// keepalivesDone is closed when it returned.
+	stopKeepalives, keepalivesDone chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -79,6 +82,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Network, 
 			grpc.MaxCallSendMsgSize(cfg.MaxMsgBytes),
 		),
 	}, cfg.DialOptions...)
+	if cfg.KeepaliveInterval > 0 {
+		n.stopKeepalives, n.keepalivesDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(n.keepalivesDone)
+			n.runKeepalives(n.stopKeepalives)
+		}()
+	}
 	return n, nil
 }
 
@@ -134,6 +144,10 @@ func (n *Network) Close() error {
 	conns := n.mu.conns
 	n.mu.conns = nil
 	n.mu.Unlock()
+	if n.stopKeepalives != nil {
+		close(n.stopKeepalives)
+		<-n.keepalivesDone
+	}
 
 	for _, g := range groups {
 		_ = g.Close()

