@@ -4,9 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/causeway-db/causeway/internal/lockorder"
 )
 
-// TestMain fails the package's tests when a goroutine outlives them.
+// TestMain fails the package's tests when a goroutine outlives them, and
+// turns on the lock-order checks of internal/lockorder (geo's locks).
 //
 // One known exception: a probe of a member that does not answer (a node a
 // test killed) runs on memberlist's scheduler goroutine, which waits in
@@ -15,6 +18,7 @@ import (
 // neither. Both end at the probe's deadline (about a second with the local
 // profile), which can be after the last test returned.
 func TestMain(m *testing.M) {
+	lockorder.Enable()
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreAnyFunction("github.com/hashicorp/memberlist.(*Memberlist).sendPingAndWaitForAck"),
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),

@@ -13,6 +13,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/lockorder"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -121,6 +122,15 @@ type Conns interface {
 // channel closed when it changes.
 type Configs func() (cluster.Config, <-chan struct{})
 
+// The order in which geo's locks may be taken (internal/lockorder, checked
+// by the tests): a stream's lock, then the service's, then the pings'.
+// Code that holds the service's lock never takes a stream's.
+const (
+	rankStream = iota + 1
+	rankService
+	rankPing
+)
+
 type streamKey struct {
 	sh     placement.Shard
 	origin string
@@ -128,7 +138,7 @@ type streamKey struct {
 
 // stream is what this node knows of one origin's updates to one shard.
 type stream struct {
-	mu sync.Mutex
+	mu lockorder.Mutex // rankStream
 	// known: per chain site, the progress it applied (this site's own is
 	// refreshed from the replica).
 	known map[string]storage.Progress
@@ -146,7 +156,7 @@ type stream struct {
 }
 
 func newStream() *stream {
-	return &stream{known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, changed: make(chan struct{})}
+	return &stream{mu: lockorder.Mutex{Rank: rankStream, Name: "geo stream"}, known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 // noteKnown merges progress reports (the reporter's own progress is
@@ -180,7 +190,7 @@ type Service struct {
 	log     *slog.Logger
 	m       *Metrics
 
-	mu       sync.Mutex
+	mu       lockorder.Mutex                  // rankService
 	streams  map[streamKey]*stream            // REQUIRES: mu
 	shippers map[streamKey]context.CancelFunc // REQUIRES: mu
 	chainSet map[placement.Shard]bool         // SetChain in flight; REQUIRES: mu
@@ -193,7 +203,7 @@ type Service struct {
 
 	// pingMu guards pings on its own: shippers read them while they hold
 	// their stream's lock, and code that holds mu takes stream locks.
-	pingMu sync.Mutex
+	pingMu lockorder.Mutex      // rankPing
 	pings  map[string]pingState // per site; REQUIRES: pingMu
 }
 
@@ -213,7 +223,9 @@ func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, l
 		m = newMetrics()
 	}
 	return &Service{
-		cfg: cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
+		mu:     lockorder.Mutex{Rank: rankService, Name: "geo.Service.mu"},
+		pingMu: lockorder.Mutex{Rank: rankPing, Name: "geo.Service.pingMu"},
+		cfg:    cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
 		streams: map[streamKey]*stream{}, shippers: map[streamKey]context.CancelFunc{},
 		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[repairKey]bool{},
 		pings: map[string]pingState{}, lastNode: map[string]string{}, stop: make(chan struct{}),
