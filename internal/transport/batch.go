@@ -97,15 +97,8 @@ func (b *batcher) addWithin(target raft.ServerAddress, it *batchItem, delay time
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mu.closed {
-		return false
-	}
-	q := b.mu.queues[target]
+	q := b.queueLocked(target)
 	if q == nil {
-		q = &batchQueue{}
-		b.mu.queues[target] = q
-	}
-	if time.Now().Before(q.unsupportedUntil) {
 		return false
 	}
 	q.items = append(q.items, it)
@@ -121,6 +114,23 @@ func (b *batcher) addWithin(target raft.ServerAddress, it *batchItem, delay time
 		q.due = due
 	}
 	return true
+}
+
+// queueLocked returns target's queue, or nil if the Network is closing or
+// target did not know batches lately. REQUIRES: b.mu.
+func (b *batcher) queueLocked(target raft.ServerAddress) *batchQueue {
+	if b.mu.closed {
+		return nil
+	}
+	q := b.mu.queues[target]
+	if q == nil {
+		q = &batchQueue{}
+		b.mu.queues[target] = q
+	}
+	if time.Now().Before(q.unsupportedUntil) {
+		return nil
+	}
+	return q
 }
 
 // flush sends what waits for target now.
@@ -154,15 +164,8 @@ func (b *batcher) sendLocked(target raft.ServerAddress, q *batchQueue) {
 func (b *batcher) sendNow(target raft.ServerAddress, items []*batchItem) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mu.closed {
-		return false
-	}
-	q := b.mu.queues[target]
+	q := b.queueLocked(target)
 	if q == nil {
-		q = &batchQueue{}
-		b.mu.queues[target] = q
-	}
-	if time.Now().Before(q.unsupportedUntil) {
 		return false
 	}
 	q.items = append(q.items, items...)

@@ -57,12 +57,11 @@ func TestIdleGroupsQuiet(t *testing.T) {
 	}
 }
 
-// TestQuietLeaderCutOff: an idle group's leader whose followers are
-// gone must lose its lease and step down: its transport stops answering
-// raft's messages aside once no keepalive is answered, so raft hears
-// from no follower. Guard quiet-confirmed (answer aside whatever the
-// keepalives say) keeps the leader leading forever, and the test fails.
-func TestQuietLeaderCutOff(t *testing.T) {
+// quietGroup starts group g on three nodes, writes to it and waits until
+// its idle messages are answered by keepalives; it returns the nodes and
+// the leader.
+func quietGroup(t *testing.T) ([]*testNode, *raft.Raft) {
+	t.Helper()
 	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
 	rafts, fsms := startGroups(t, nodes, []string{"g"}, nil)
 	applyN(t, rafts["g"], 1, 5)
@@ -72,6 +71,16 @@ func TestQuietLeaderCutOff(t *testing.T) {
 	waitFor(t, 30*time.Second, "idle messages answered by keepalives", func() bool {
 		return quietCountsOf(t, nodes).quiet-before.quiet >= 100
 	})
+	return nodes, leader
+}
+
+// TestQuietLeaderCutOff: an idle group's leader whose followers are
+// gone must lose its lease and step down: its transport stops answering
+// raft's messages aside once no keepalive is answered, so raft hears
+// from no follower. Guard quiet-confirmed (answer aside whatever the
+// keepalives say) keeps the leader leading forever, and the test fails.
+func TestQuietLeaderCutOff(t *testing.T) {
+	nodes, leader := quietGroup(t)
 
 	for _, n := range nodes {
 		if n.rafts["g"] != leader {
@@ -87,15 +96,7 @@ func TestQuietLeaderCutOff(t *testing.T) {
 // whose leader's node dies stop getting keepalives and elect a new leader,
 // which replicates.
 func TestQuietFollowerElectsWhenLeaderDies(t *testing.T) {
-	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
-	rafts, fsms := startGroups(t, nodes, []string{"g"}, nil)
-	applyN(t, rafts["g"], 1, 5)
-	waitConverged(t, 5, fsms["g"])
-	leader := waitLeader(t, rafts["g"]...)
-	before := quietCountsOf(t, nodes)
-	waitFor(t, 30*time.Second, "idle messages answered by keepalives", func() bool {
-		return quietCountsOf(t, nodes).quiet-before.quiet >= 100
-	})
+	nodes, leader := quietGroup(t)
 
 	var rest []*raft.Raft
 	live := map[string]*countFSM{}
