@@ -38,7 +38,10 @@ type Config struct {
 	// LeaderLeaseTimeout. The node's transport may delay an idle group's
 	// message by half a CommitTimeout to send it with other groups' (the
 	// longest gap is then two and a half CommitTimeouts, 1.25 s by
-	// default, against a 2 s HeartbeatTimeout and lease).
+	// default, against a 2 s HeartbeatTimeout and lease). Once a group is
+	// quiet, its leader's node keeps the followers in contact with
+	// keepalives and these messages are answered without being sent
+	// (transport, quiet.go); they are sent again when keepalives fail.
 	CommitTimeout time.Duration
 	// LeaderHeartbeatTimeout is the HeartbeatTimeout a replica runs with
 	// while it leads: raft's leader heartbeats every tenth to fifth of it.
