@@ -32,17 +32,19 @@ func TestOrder(t *testing.T) {
 	service := &Mutex{Rank: 20, Name: "service"}
 	ping := &Mutex{Rank: 30, Name: "ping"}
 
+	var n int // guarded by service
 	done := make(chan struct{})
 	for range 4 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for range 100 {
 				stream.Lock()
-				ping.Lock()
-				ping.Unlock()
-				stream.Unlock()
 				service.Lock()
+				ping.Lock()
+				n++
+				ping.Unlock()
 				service.Unlock()
+				stream.Unlock()
 			}
 		}()
 	}
@@ -62,6 +64,10 @@ func TestOrder(t *testing.T) {
 	// order again.
 	stream.Lock()
 	service.Lock()
+	n++
 	service.Unlock()
 	stream.Unlock()
+	if n != 401 {
+		t.Fatalf("%d increments, want 401", n)
+	}
 }

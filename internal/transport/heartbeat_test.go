@@ -63,7 +63,7 @@ func TestVerifyingLeaderSendsHeartbeatsAtOnce(t *testing.T) {
 		go func() {
 			var resp raft.AppendEntriesResponse
 			err := tr.AppendEntries("b", target, &raft.AppendEntriesRequest{
-				RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte(a.addr)}, Term: 1, Leader: []byte(a.addr),
+				RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte(a.addr)}, Term: 1,
 			}, &resp)
 			if err == nil && !resp.Success {
 				t.Errorf("heartbeat answered %+v", resp)

@@ -116,9 +116,8 @@ func (g *groupTransport) keepalives(now time.Time, out map[raft.ServerAddress][]
 		}
 		q.pending = true
 		msg := appendEntriesToProto(g.name, &raft.AppendEntriesRequest{
-			RPCHeader: f.header,
+			RPCHeader: f.header, // names the leader (Addr)
 			Term:      f.term,
-			Leader:    []byte(f.header.Addr),
 		})
 		msg.Header = g.stamp(msg.Header)
 		out[target] = append(out[target], &batchItem{msg: msg, done: func(r batchResult) {
