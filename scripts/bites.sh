@@ -35,6 +35,7 @@ BITES=(
   "late-batch|./internal/clustertest|^TestGeoLateBatchIsNotARebuiltReplica\$"
   "leader-caught-up|./internal/clustertest|^TestGeoLaggingLeaderWaitsToShip\$"
   "quiet-confirmed|./internal/transport|^TestQuietLeaderCutOff\$"
+  "quiet-commit|./internal/transport|^TestQuietFollowersLearnCommits\$"
 )
 
 want=("$@")

@@ -82,6 +82,12 @@ const (
 	// answered even when the follower is gone, and the leader never loses
 	// its lease.
 	QuietConfirmed
+	// QuietCommit wakes a leader's raft replication that waits quietly
+	// (transport, quiet.go; third_party/raft/FORK.md) when the commit
+	// index advances, so the follower learns that its last entries
+	// committed; off, a follower of an idle group may not apply them
+	// until the next write.
+	QuietCommit
 )
 
 var names = map[Guard]string{
@@ -101,6 +107,7 @@ var names = map[Guard]string{
 	LateBatch:      "late-batch",
 	LeaderCaughtUp: "leader-caught-up",
 	QuietConfirmed: "quiet-confirmed",
+	QuietCommit:    "quiet-commit",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.

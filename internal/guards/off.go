@@ -6,12 +6,20 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/hashicorp/raft"
 )
 
 // Enabled reports whether this build can turn guards off.
 const Enabled = true
 
 var off = parse(os.Getenv(EnvVar))
+
+func init() {
+	// hashicorp/raft (third_party/raft) cannot see this package: its
+	// switch is set here.
+	raft.QuietCommitWake = !off[QuietCommit]
+}
 
 func parse(s string) map[Guard]bool {
 	out := map[Guard]bool{}

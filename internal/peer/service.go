@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -103,9 +102,7 @@ func (s *Service) ReplicaStatus(ctx context.Context, req *peerv1.ReplicaStatusRe
 		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: g.Raft().AppliedIndex(), LastIndex: g.Raft().LastIndex(),
 		Generation: g.Generation(),
 	}
-	if t, err := strconv.ParseUint(g.Raft().Stats()["last_log_term"], 10, 64); err == nil {
-		resp.LastLogTerm = t
-	}
+	_, resp.LastLogTerm = g.Raft().LastLog()
 	if cf := g.Raft().GetConfiguration(); cf.Error() == nil {
 		for _, srv := range cf.Configuration().Servers {
 			if srv.Suffrage == raft.Voter {

@@ -628,10 +628,7 @@ func (g *Group) Status() Status {
 		AppliedIndex: applied,
 		Generation:   g.gen,
 	}
-	var snap uint64
-	if _, err := fmt.Sscan(g.raft.Stats()["last_snapshot_index"], &snap); err == nil {
-		st.LastSnapshotIndex = snap
-	}
+	st.LastSnapshotIndex, _ = g.raft.LastSnapshot()
 	st.FirstLogIndex, _ = g.deps.LogDB.RaftStore(g.id.String()).FirstIndex()
 	return st
 }

@@ -70,11 +70,14 @@ func (c *commitPush) init() {
 }
 
 // close stops pushing and waits for pushes in flight.
-func (c *commitPush) close() {
+func (c *commitPush) close(m *metrics) {
 	c.mu.Lock()
 	if !c.stopped {
 		c.stopped = true
 		close(c.stop)
+		for _, f := range c.followers {
+			f.quiet.endWait(m)
+		}
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
@@ -88,6 +91,9 @@ func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEn
 	f := c.followers[target]
 	switch {
 	case f == nil || args.Term > f.term:
+		if f != nil {
+			f.quiet.endWait(g.net.metrics)
+		}
 		f = &followerCommit{term: args.Term}
 		c.followers[target] = f
 	case args.Term < f.term:

@@ -59,14 +59,18 @@
 //     each node that follows one of its quiet groups (raft's messages to
 //     that follower carry nothing new) a heartbeat of the group's term
 //     every interval, all of them in one AppendEntriesBatch per node; the
-//     follower's raft takes it on its heartbeat fast path. raft's own
-//     message that carries nothing new is then answered by the leader's
-//     transport with the follower's last answer of the term, without
-//     being sent, while a keepalive the follower answered with success in
-//     that term was sent within two intervals (quiet.go). Keepalives stop
-//     once raft stops sending to the follower (no open pipeline, or no
-//     request for four intervals). raft's heartbeats, and so VerifyLeader,
-//     are always sent.
+//     follower's raft takes it on its heartbeat fast path. While a
+//     keepalive the follower answered with success in that term was sent
+//     within two intervals, raft's replication and heartbeats to it wait
+//     without a timer (raft.WithQuiet, the node's copy of hashicorp/raft)
+//     and the leader's lease counts that keepalive as contact; a failed
+//     or unanswered keepalive, new entries or a new commit index wake
+//     them (quiet.go). raft's own message that carries nothing new, when
+//     it sends one, is answered by the leader's transport without being
+//     sent under the same condition. Keepalives stop once raft stops
+//     replicating to the follower (no open pipeline, or no request for
+//     four intervals while not waiting quietly). VerifyLeader's
+//     heartbeats are always sent.
 //   - With Config.EarlyAppend (the default), a leader's raft that writes
 //     its log through WithEarlyAppend has its new entries sent on each
 //     caught-up follower's pipeline stream as it starts storing them,

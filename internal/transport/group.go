@@ -100,7 +100,7 @@ func (g *groupTransport) Close() error {
 		for _, p := range pipes {
 			_ = p.Close()
 		}
-		g.push.close()
+		g.push.close(g.net.metrics)
 	})
 	return nil
 }

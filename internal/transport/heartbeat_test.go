@@ -18,9 +18,11 @@ func receivedOK(t *testing.T, nodes []*testNode, typ string) float64 {
 
 // TestIdleHeartbeatsBatched: raft's heartbeats of idle groups travel in
 // the nodes' batches, not as RPCs of their own, and the groups keep their
-// leaders.
+// leaders. Keepalives are off: with them, idle groups' heartbeats wait
+// for the end of the quiet (TestIdleGroupsQuiet).
 func TestIdleHeartbeatsBatched(t *testing.T) {
-	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	noKeepalives := func(c *Config) { c.KeepaliveInterval = 0 }
+	nodes := []*testNode{newTestNode(t, "a", noKeepalives), newTestNode(t, "b", noKeepalives), newTestNode(t, "c", noKeepalives)}
 	groups := []string{"g1", "g2"}
 	rafts, fsms := startGroups(t, nodes, groups, nil)
 	terms := map[string]uint64{}

@@ -34,6 +34,11 @@ type metrics struct {
 	snapshotBytes *prometheus.CounterVec
 	dialErrors    prometheus.Counter
 	rpcSeconds    *prometheus.HistogramVec
+	// quietWaits counts the times a leader's raft replication to a
+	// follower started waiting without a timer (quiet.go); quietWaiting
+	// is how many wait now.
+	quietWaits   prometheus.Counter
+	quietWaiting prometheus.Gauge
 	// byType holds every type's series for an RPC that succeeded, looked
 	// up once: every raft message passes here. Read-only after newMetrics.
 	byType map[string]*typeSeries
@@ -77,6 +82,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Latency of raft RPCs sent to peers, by type.",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
 		}, []string{"type"}),
+		quietWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "transport", Name: "quiet_waits_total",
+			Help: "Times a leader's raft replication to a follower started waiting without a timer, the follower kept in contact by keepalives.",
+		}),
+		quietWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "causeway", Subsystem: "transport", Name: "quiet_followers",
+			Help: "Followers of groups this node leads whose raft replication waits without a timer, kept in contact by keepalives.",
+		}),
 	}
 	m.byType = make(map[string]*typeSeries)
 	ok := resultOf(nil)
@@ -88,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds)
+		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,47 +14,74 @@ import (
 
 // Quiet groups: once a group's writes stop, hashicorp/raft's replication
 // goroutine still sends each follower an AppendEntries every one to two
-// CommitTimeouts, only to keep the two in contact: the follower's election
-// timer and the leader's lease. Batched per node (batch.go) they still
-// cost each follower a hand-off to its raft's loop and the leader a
-// round trip per group, so a node's idle cost grew with the groups it
-// hosts (docs/adr/020-idle-shards-and-the-write-path.md). hashicorp/raft
-// cannot stop that timer, so the transport takes the contact over, as
-// CockroachDB's coalesced heartbeats do:
+// CommitTimeouts, and its heartbeat goroutine a heartbeat every tenth to
+// fifth of the HeartbeatTimeout, only to keep the two in contact: the
+// follower's election timer and the leader's lease. Each costs timer
+// wake-ups and goroutine hand-offs on both nodes, so a node's idle cost
+// grew with the groups it hosts
+// (docs/adr/020-idle-shards-and-the-write-path.md). The transport takes
+// the contact over, as CockroachDB's coalesced heartbeats do, and tells
+// raft so through raft.WithQuiet (the node's copy of hashicorp/raft,
+// third_party/raft/FORK.md):
 //
 //   - Every Config.KeepaliveInterval the Network sends each peer node, in
 //     one AppendEntriesBatch, a heartbeat of each group this node leads
 //     whose raft messages to a follower on that node carry nothing new
 //     (no entries, no newer commit index), while raft's replication to
 //     it is running (a pipeline is open and raft sent it a request within
-//     four intervals: a leader whose raft stopped sending stops its
-//     keepalives). The follower's raft answers it on its heartbeat fast
-//     path, which resets its election timer without waking its loop.
-//   - raft's own message that carries nothing new is then answered by the
-//     leader's transport with the follower's last answer of the term,
-//     without sending it, while a keepalive the follower answered with
-//     success in that term was sent within two intervals (guard
-//     quiet-confirmed). Otherwise it is sent as before, and its answer
-//     is raft's to judge. So the leader's lease is renewed only by a
-//     follower that answered lately, and a follower that stops answering
-//     (dead, cut off, or in a newer term) gets raft's real messages again
-//     within two intervals.
+//     four intervals, or waits quietly: a leader whose raft stopped
+//     replicating stops its keepalives). The follower's raft answers it
+//     on its heartbeat fast path, which resets its election timer without
+//     waking its loop.
+//   - While a keepalive the follower answered with success in the term
+//     was sent within two intervals and raft's last message to it carried
+//     nothing new, raft's replication to it waits without a timer (Quiet)
+//     and so does its heartbeat (QuietHeartbeat; VerifyLeader still
+//     heartbeats at once), and the leader's lease counts the keepalive's
+//     send time as contact (QuietContact). A keepalive that fails, or none
+//     answered within two intervals, ends the wait (guard
+//     quiet-confirmed): raft sends the follower a message at once and
+//     judges its answer, so a leader whose followers are gone still loses
+//     its lease. New entries wake the replication as always, and so does
+//     a new commit index (guard quiet-commit), so a follower learns that
+//     the last entries it holds committed.
+//   - raft's own message that carries nothing new, when raft sends one
+//     (before its replication comes to wait), is answered by the leader's
+//     transport with the follower's last answer of the term, without
+//     sending it, under the same condition.
 //
 // The keepalive is an ordinary raft heartbeat of the leader's current
 // term: a follower may take it at any time, and it never moves a log or a
-// commit index. raft's heartbeats (and so VerifyLeader, STRONG reads'
-// leadership check) are not affected: they are always sent.
+// commit index.
 
 // quietFollower is what a leader's transport knows of one follower for
 // keepalives. REQUIRES: the group's push.mu.
 type quietFollower struct {
-	idle       bool           // raft's last request to it carried nothing new
-	raftSent   time.Time      // when raft last sent it a request
-	lastOK     bool           // it answered a request of the term with success
-	respHeader raft.RPCHeader // that answer's header
-	lastLog    uint64         // and the last index of its log then
-	confirmed  time.Time      // when the last keepalive it answered with success was sent
-	pending    bool           // a keepalive to it is in flight
+	idle       bool                         // raft's last request to it carried nothing new
+	raftSent   time.Time                    // when raft last sent it a request
+	lastOK     bool                         // it answered a request of the term with success
+	respHeader raft.RPCHeader               // that answer's header
+	lastLog    uint64                       // and the last index of its log then
+	confirmed  time.Time                    // when the last keepalive it answered with success was sent
+	pending    bool                         // a keepalive to it is in flight
+	msg        *peerv1.AppendEntriesRequest // the keepalive of the term, built once
+	// waiting is set while raft's replication to it waits on wake without
+	// a timer (Quiet); closing wake ends the wait.
+	waiting bool
+	wake    chan struct{}
+}
+
+// endWait ends raft's quiet wait on q, if any: raft sends the follower a
+// message at once. REQUIRES: the group's push.mu.
+func (q *quietFollower) endWait(m *metrics) {
+	if q.wake != nil {
+		close(q.wake)
+		q.wake = nil
+	}
+	if q.waiting {
+		q.waiting = false
+		m.quietWaiting.Dec()
+	}
 }
 
 // answered records a successful answer of the follower to one of raft's
@@ -62,30 +90,107 @@ func (q *quietFollower) answered(resp *raft.AppendEntriesResponse) {
 	q.lastOK, q.respHeader, q.lastLog = true, resp.RPCHeader, resp.LastLog
 }
 
+// contactConfirmed reports whether the follower answered with success a
+// keepalive sent within window (guard quiet-confirmed).
+func (q *quietFollower) contactConfirmed(window time.Duration) bool {
+	return q.lastOK && (guards.Off(guards.QuietConfirmed) || time.Since(q.confirmed) <= window)
+}
+
+// lockFollower locks g.push.mu and returns what the transport knows of
+// follower target in term, or nil if nothing, if keepalives are off or if
+// the group is closing, and the window within which a keepalive must have
+// been answered. The caller unlocks g.push.mu.
+func (g *groupTransport) lockFollower(target raft.ServerAddress, term uint64) (*followerCommit, time.Duration) {
+	c := &g.push
+	c.mu.Lock()
+	window := 2 * g.net.cfg.KeepaliveInterval
+	f := c.followers[target]
+	if window == 0 || c.stopped || f == nil || f.term != term {
+		return nil, window
+	}
+	return f, window
+}
+
 // quietAnswer returns the answer the transport gives raft's request args
 // to target itself, or nil if args must be sent. The caller checked that
 // args carries nothing new (carriesNothingNew).
 func (g *groupTransport) quietAnswer(target raft.ServerAddress, args *raft.AppendEntriesRequest) *peerv1.AppendEntriesResponse {
-	window := 2 * g.net.cfg.KeepaliveInterval
-	if window == 0 {
-		return nil
-	}
-	c := &g.push
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.followers[target]
-	if f == nil || f.term != args.Term {
+	f, window := g.lockFollower(target, args.Term)
+	defer g.push.mu.Unlock()
+	if f == nil {
 		return nil
 	}
 	q := &f.quiet
 	q.idle = true
-	if !q.lastOK {
-		return nil
-	}
-	if !guards.Off(guards.QuietConfirmed) && time.Since(q.confirmed) > window {
+	if !q.contactConfirmed(window) {
 		return nil
 	}
 	return appendEntriesResponseToProto(&raft.AppendEntriesResponse{RPCHeader: q.respHeader, Term: f.term, LastLog: q.lastLog, Success: true})
+}
+
+var _ raft.WithQuiet = (*groupTransport)(nil)
+
+// Quiet implements raft.WithQuiet (third_party/raft/FORK.md): raft's
+// replication to target may wait without a timer while target answered a
+// keepalive of term within two intervals and raft's last message to it
+// carried nothing new. The wait ends when a keepalive fails or goes
+// unanswered for two intervals (keepalives, confirm), or the term or the
+// group ends.
+func (g *groupTransport) Quiet(target raft.ServerAddress, term uint64) <-chan struct{} {
+	f, window := g.lockFollower(target, term)
+	defer g.push.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	q := &f.quiet
+	if !q.idle || !q.contactConfirmed(window) {
+		q.endWait(g.net.metrics)
+		return nil
+	}
+	if !q.waiting {
+		q.waiting = true
+		g.net.metrics.quietWaits.Inc()
+		g.net.metrics.quietWaiting.Inc()
+	}
+	if q.wake == nil {
+		q.wake = make(chan struct{})
+	}
+	return q.wake
+}
+
+// QuietEnd implements raft.WithQuiet.
+func (g *groupTransport) QuietEnd(target raft.ServerAddress) {
+	c := &g.push
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.followers[target]; f != nil {
+		f.quiet.endWait(g.net.metrics)
+	}
+}
+
+// QuietHeartbeat implements raft.WithQuiet: raft's heartbeats to target
+// wait as long as its replication does.
+func (g *groupTransport) QuietHeartbeat(target raft.ServerAddress, term uint64) <-chan struct{} {
+	f, _ := g.lockFollower(target, term)
+	defer g.push.mu.Unlock()
+	if f == nil || !f.quiet.waiting {
+		return nil
+	}
+	return f.quiet.wake
+}
+
+// QuietContact implements raft.WithQuiet: the send time of the last
+// keepalive of term target answered with success.
+func (g *groupTransport) QuietContact(target raft.ServerAddress, term uint64) time.Time {
+	f, _ := g.lockFollower(target, term)
+	defer g.push.mu.Unlock()
+	switch {
+	case f == nil || !f.quiet.lastOK:
+		return time.Time{}
+	case guards.Off(guards.QuietConfirmed):
+		return time.Now() // unsafe: contact whatever the keepalives say
+	}
+	return f.quiet.confirmed
 }
 
 // keepalives adds to out, by target node, a keepalive for each follower
@@ -96,13 +201,14 @@ func (g *groupTransport) keepalives(now time.Time, out map[raft.ServerAddress][]
 		g.mu.Unlock()
 		return
 	}
-	open := make(map[raft.ServerAddress]bool, len(g.mu.pipelines))
+	var buf [4]raft.ServerAddress // a group has a few followers
+	open := buf[:0]
 	for p := range g.mu.pipelines {
-		open[p.target] = true
+		open = append(open, p.target)
 	}
 	g.mu.Unlock()
 
-	live := 4 * g.net.cfg.KeepaliveInterval
+	live, window := 4*g.net.cfg.KeepaliveInterval, 2*g.net.cfg.KeepaliveInterval
 	c := &g.push
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,30 +217,35 @@ func (g *groupTransport) keepalives(now time.Time, out map[raft.ServerAddress][]
 	}
 	for target, f := range c.followers {
 		q := &f.quiet
-		if !open[target] || !q.idle || !q.lastOK || q.pending || now.Sub(q.raftSent) > live {
+		if q.waiting && now.Sub(q.confirmed) > window && !guards.Off(guards.QuietConfirmed) {
+			q.endWait(g.net.metrics) // no keepalive answered lately: raft's messages again
+		}
+		if !slices.Contains(open, target) || !q.idle || !q.lastOK || q.pending || (now.Sub(q.raftSent) > live && !q.waiting) {
 			continue
 		}
 		q.pending = true
-		msg := appendEntriesToProto(g.name, &raft.AppendEntriesRequest{
-			RPCHeader: f.header, // names the leader (Addr)
-			Term:      f.term,
-		})
+		if q.msg == nil {
+			// The same message all term (the header names the leader);
+			// one keepalive to a follower is in flight at a time.
+			q.msg = appendEntriesToProto(g.name, &raft.AppendEntriesRequest{RPCHeader: f.header, Term: f.term})
+		}
+		msg := q.msg
 		msg.Header = g.stamp(msg.Header)
 		out[target] = append(out[target], &batchItem{msg: msg, done: func(r batchResult) {
-			g.confirm(target, f, now, proto.Size(msg), r)
+			g.confirm(target, f, now, msg, r)
 		}})
 	}
 }
 
 // confirm records the answer to a keepalive sent to target at sent.
-func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, sent time.Time, reqBytes int, r batchResult) {
+func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, sent time.Time, msg *peerv1.AppendEntriesRequest, r batchResult) {
 	var resp raft.AppendEntriesResponse
 	err, respBytes := r.err, 0
 	if err == nil {
 		respBytes = proto.Size(r.resp)
 		err = appendEntriesResponseFromProto(r.resp, &resp)
 	}
-	g.net.metrics.observeSent(typeKeepalive, sent, reqBytes, respBytes, err)
+	g.net.metrics.observeSent(typeKeepalive, sent, proto.Size(msg), respBytes, err)
 	if r.err != nil {
 		g.refused(r.err)
 	}
@@ -152,8 +263,12 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 		return
 	}
 	// Refused, failed or answered from a newer term: raft's next message
-	// goes to the follower and raft judges its answer.
+	// goes to the follower, at once if raft waits, and raft judges its
+	// answer.
 	f.quiet.confirmed = time.Time{}
+	if !guards.Off(guards.QuietConfirmed) {
+		f.quiet.endWait(g.net.metrics)
+	}
 }
 
 // runKeepalives sends the keepalives every Config.KeepaliveInterval until
