@@ -1335,7 +1335,9 @@ func (r *Raft) processLogs(index uint64, futures map[uint64]*logFuture) {
 	// need to use the same value for all lines here to get the expected result.
 	maxAppendEntries := r.config().MaxAppendEntries
 
-	batch := make([]*commitTuple, 0, maxAppendEntries)
+	// Sized to the entries applied, not to MaxAppendEntries (Causeway's
+	// copy, FORK.md).
+	batch := make([]*commitTuple, 0, min(uint64(maxAppendEntries), index-lastApplied))
 
 	// Apply all the preceding logs
 	for idx := lastApplied + 1; idx <= index; idx++ {

@@ -673,8 +673,14 @@ func (r *Raft) setNewLogs(req *AppendEntriesRequest, nextIndex, lastIndex uint64
 	// consistent value for maxAppendEntries in the lines below in case it ever
 	// becomes reloadable.
 	maxAppendEntries := r.config().MaxAppendEntries
-	req.Entries = make([]*Log, 0, maxAppendEntries)
 	maxIndex := min(nextIndex+uint64(maxAppendEntries)-1, lastIndex)
+	// Sized to the entries sent, not to MaxAppendEntries (Causeway's
+	// copy, FORK.md): most requests carry a few entries or none.
+	var n uint64
+	if maxIndex >= nextIndex {
+		n = maxIndex - nextIndex + 1
+	}
+	req.Entries = make([]*Log, 0, n)
 	for i := nextIndex; i <= maxIndex; i++ {
 		oldLog := new(Log)
 		if err := r.logs.GetLog(i, oldLog); err != nil {
