@@ -22,11 +22,7 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 		return applyReplicate(s, op.Replicate, st)
 	case *peerv1.Command_Collect:
 		c := op.Collect
-		cutoff := c.CutoffHlc
-		if c.FrontierHlc != nil && *c.FrontierHlc < cutoff && !guards.Off(guards.GCFrontier) {
-			cutoff = *c.FrontierHlc
-		}
-		next, removed, err := s.Collect(cutoff, c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))
+		next, removed, err := s.Collect(CollectCutoff(c), c.RequestCutoffHlc, c.StartKey, int(c.MaxKeys))
 		return Result{Next: next, Removed: removed}, err
 	case *peerv1.Command_Close:
 		if op.Close.Hlc > st.maxHLC {
@@ -351,4 +347,14 @@ func applyRepair(s *storage.ShardTx, r *peerv1.RepairRecords, st *state) (Result
 		st.setOrigin(m.Origin, p)
 	}
 	return res, nil
+}
+
+// CollectCutoff is the version cutoff a Collect command applies with: its
+// cutoff, lowered to its frontier when it carries one (guard gc-frontier).
+func CollectCutoff(c *peerv1.Collect) uint64 {
+	cutoff := c.CutoffHlc
+	if c.FrontierHlc != nil && *c.FrontierHlc < cutoff && !guards.Off(guards.GCFrontier) {
+		cutoff = *c.FrontierHlc
+	}
+	return cutoff
 }

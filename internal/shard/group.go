@@ -803,16 +803,29 @@ func (g *Group) Collect(ctx context.Context) error {
 		}
 		return causal.MakeHLC(wall-ms, 0)
 	}
+	pass := &peerv1.Collect{
+		CutoffHlc:        cutoff(g.cfg.VersionRetention),
+		RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
+		MaxKeys:          g.cfg.GCBatchKeys,
+		FrontierHlc:      g.frontier(),
+	}
+	// A pass is a replicated write: an idle shard with nothing to collect
+	// on this replica's applied state proposes none. Garbage the state
+	// does not show yet (writes still being applied) waits for the next
+	// pass.
+	var found bool
+	if err := g.Read(func(s *storage.ShardTx) (err error) {
+		found, err = s.HasGarbage(fsm.CollectCutoff(pass), pass.RequestCutoffHlc)
+		return err
+	}); err == nil && !found {
+		g.deps.Metrics.observeGCSkipped(g.label)
+		return nil
+	}
 	var next []byte
 	removed := 0
 	for {
-		res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Collect{Collect: &peerv1.Collect{
-			CutoffHlc:        cutoff(g.cfg.VersionRetention),
-			RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
-			StartKey:         next,
-			MaxKeys:          g.cfg.GCBatchKeys,
-			FrontierHlc:      g.frontier(),
-		}}})
+		pass.StartKey = next
+		res, err := g.Propose(ctx, &peerv1.Command{Op: &peerv1.Command_Collect{Collect: pass}})
 		if err != nil {
 			return err
 		}

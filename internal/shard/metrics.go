@@ -13,6 +13,7 @@ import (
 type Metrics struct {
 	proposeSeconds *prometheus.HistogramVec
 	gcRemoved      *prometheus.CounterVec
+	gcSkipped      *prometheus.CounterVec
 	leaderChecks   prometheus.Counter
 	checkedReads   prometheus.Counter
 	digestChecks   *prometheus.CounterVec
@@ -34,6 +35,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from proposing a command on the leader to having applied it (commit + fsync + apply).",
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16),
 		}, []string{"shard", "result"}),
+		gcSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "gc_passes_skipped_total",
+			Help: "Garbage-collection passes a shard leader did not propose: its state held nothing to collect.",
+		}, []string{"shard"}),
 		gcRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "shard", Name: "gc_removed_versions_total",
 			Help: "Versions removed by garbage collection.",
@@ -68,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewDesc("causeway_shard_last_snapshot_index", "Index of the replica's last snapshot.", labels, nil),
 		groups:   make(map[*Group]struct{}),
 	}
-	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m.closes, m)
+	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.gcSkipped, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m.closes, m)
 	return m
 }
 
@@ -110,6 +115,12 @@ func (m *Metrics) observeLeaderCheck(reads int) {
 func (m *Metrics) observeGC(shard string, removed int) {
 	if m != nil {
 		m.gcRemoved.WithLabelValues(shard).Add(float64(removed))
+	}
+}
+
+func (m *Metrics) observeGCSkipped(shard string) {
+	if m != nil {
+		m.gcSkipped.WithLabelValues(shard).Inc()
 	}
 }
 

@@ -402,3 +402,64 @@ func TestCollectEmptyShard(t *testing.T) {
 		t.Fatalf("Collect on empty shard = %q, %d", next, removed)
 	}
 }
+
+// hasGarbage runs HasGarbage in a read-only transaction.
+func hasGarbage(t *testing.T, db *DB, cutoff, reqCutoff uint64) bool {
+	t.Helper()
+	var found bool
+	view(t, db, testShard, func(s *ShardTx) {
+		var err error
+		if found, err = s.HasGarbage(cutoff, reqCutoff); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return found
+}
+
+// TestHasGarbageModel: HasGarbage says there is garbage exactly when a
+// full Collect pass then removes something, over random histories with
+// request ids and every cutoff, and a shard never written has none.
+func TestHasGarbageModel(t *testing.T) {
+	if hasGarbage(t, newDB(t), 100, 100) {
+		t.Fatal("a shard never written has garbage")
+	}
+	for seed := uint64(0); seed < 8; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		recs := latestPut(randomHistory(r, 20))
+		reqHLCs := []uint64{uint64(r.IntN(40)), uint64(r.IntN(40))}
+		for cutoff := uint64(0); cutoff <= 40; cutoff += 4 {
+			for _, reqCutoff := range []uint64{0, 10, 20, 40} {
+				db := newDB(t)
+				putRecords(t, db, testShard, recs...)
+				err := db.Update(func(tx *Tx) error {
+					s, err := tx.Shard(testShard)
+					if err != nil {
+						return err
+					}
+					for i, h := range reqHLCs {
+						if err := s.PutRequest("c", uint64(i+1), h, nil); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				found := hasGarbage(t, db, cutoff, reqCutoff)
+				_, removed := collect(t, db, testShard, cutoff, reqCutoff, nil, -1)
+				for _, h := range reqHLCs {
+					if h <= reqCutoff {
+						removed++
+					}
+				}
+				if found != (removed > 0) {
+					t.Fatalf("seed %d cutoff %d request cutoff %d: HasGarbage %v, a pass removed %d", seed, cutoff, reqCutoff, found, removed)
+				}
+				if found && hasGarbage(t, db, cutoff, reqCutoff) {
+					t.Fatalf("seed %d cutoff %d request cutoff %d: garbage left after a full pass", seed, cutoff, reqCutoff)
+				}
+			}
+		}
+	}
+}

@@ -282,11 +282,32 @@ func (s *ShardTx) PutRequest(clientID string, seq, hlc uint64, outcome []byte) e
 // the key to resume from (nil when the shard was covered) and the number of
 // versions removed.
 func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (next []byte, removed int, err error) {
+	return s.collect(cutoff, reqCutoff, start, maxKeys, false)
+}
+
+// HasGarbage reports whether a full Collect pass with these cutoffs would
+// remove anything (a version or a request id). It only reads: a shard
+// leader asks it before it proposes a pass, so an idle shard with nothing
+// to collect writes nothing (docs/adr/020, step 19).
+func (s *ShardTx) HasGarbage(cutoff, reqCutoff uint64) (bool, error) {
+	if s.data == nil || s.reqs == nil {
+		return false, nil // never written
+	}
+	_, found, err := s.collect(cutoff, reqCutoff, nil, -1, true)
+	return found > 0, err
+}
+
+// collect is Collect; dry, it removes nothing and returns removed 1 at the
+// first item Collect would remove (maxKeys < 0: no limit).
+func (s *ShardTx) collect(cutoff, reqCutoff uint64, start []byte, maxKeys int, dry bool) (next []byte, removed int, err error) {
 	if start == nil {
 		// Request ids are swept once per full pass, at its beginning.
 		c := s.reqs.Cursor()
 		for k, v := c.First(); k != nil; {
 			if len(v) >= 8 && binary.BigEndian.Uint64(v[:8]) <= reqCutoff {
+				if dry {
+					return nil, 1, nil
+				}
 				if k, v, err = deleteAt(c, k); err != nil {
 					return nil, 0, err
 				}
@@ -311,6 +332,9 @@ func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (
 		dropAll := len(v) > 0 && v[0]&flagTomb != 0 && stampOf(ver, v) <= cutoff
 		shadowed := stampOf(ver, v) <= cutoff
 		if dropAll {
+			if dry {
+				return nil, 1, nil
+			}
 			if k, v, err = deleteAt(c, k); err != nil {
 				return nil, 0, err
 			}
@@ -325,6 +349,9 @@ func (s *ShardTx) Collect(cutoff, reqCutoff uint64, start []byte, maxKeys int) (
 				return nil, 0, err
 			}
 			if dropAll || shadowed {
+				if dry {
+					return nil, 1, nil
+				}
 				if k, v, err = deleteAt(c, k); err != nil {
 					return nil, 0, err
 				}
