@@ -49,6 +49,7 @@ func startFixedSites(t *testing.T, names []string, o fixedOptions) *fixedSites {
 	if o.Shards == 0 {
 		o.Shards = 2
 	}
+	_ = t.TempDir() // before the Close cleanups: the nodes stop before their directories are removed
 	fs := &fixedSites{t: t, Net: faultnet.New(faultnet.DefaultConfig(7)), Sites: map[string]*Cluster{}, Order: names}
 	fs.cfg = cluster.Config{Version: 1, Sites: map[string]cluster.Site{}, Keyspaces: map[string]cluster.Keyspace{
 		cluster.DefaultKeyspace: {Name: cluster.DefaultKeyspace, Shards: o.Shards},

@@ -85,6 +85,11 @@ func logger() *slog.Logger {
 // New starts a site of n nodes (the first bootstraps, the others join it)
 // and waits until its placement has settled.
 func New(t testing.TB, n int, mutate func(*server.Config)) *Cluster {
+	// The nodes' directories are the test's TempDirs: create the first
+	// before Close is registered, so that the nodes stop before their
+	// directories are removed (cleanups run last first; testing removes
+	// every TempDir in the cleanup the first call registered).
+	_ = t.TempDir()
 	c := &Cluster{t: t, Mutate: mutate, Net: faultnet.New(faultnet.DefaultConfig(1))}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
