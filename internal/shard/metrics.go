@@ -78,6 +78,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) add(g *Group) {
+	// The garbage-collection counters start at zero for every hosted shard:
+	// a site whose leaders found nothing to collect yet still exports them,
+	// and rate() over them reads 0 rather than no data.
+	m.gcRemoved.WithLabelValues(g.label)
+	m.gcSkipped.WithLabelValues(g.label)
 	m.mu.Lock()
 	m.groups[g] = struct{}{}
 	m.mu.Unlock()
