@@ -30,12 +30,12 @@ BITES=(
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
-  "early-answer|./internal/transport|^TestEarlyAnswerWaitsForFollowers\$"
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"
   "late-batch|./internal/clustertest|^TestGeoLateBatchIsNotARebuiltReplica\$"
   "leader-caught-up|./internal/clustertest|^TestGeoLaggingLeaderWaitsToShip\$"
   "quiet-confirmed|./internal/transport|^TestQuietLeaderCutOff\$"
   "quiet-commit|./internal/transport|^TestQuietFollowersLearnCommits\$"
+  "leader-append|./internal/transport|^TestParallelLeaderAppendCountsOnlyStored\$"
 )
 
 want=("$@")

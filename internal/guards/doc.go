@@ -55,11 +55,6 @@ const (
 	// follower that holds an applied entry (transport.CommitPusher); off,
 	// a follower learns commits only from raft's next message.
 	CommitPush
-	// EarlyAnswer answers a raft request whose entries went ahead in an
-	// early append only with the follower's answer to that append
-	// (transport, earlyappend.go); off, it is answered as a success at
-	// once, before the follower stored anything.
-	EarlyAnswer
 	// LeaderToAlive moves shard leadership, when the catalog balances it,
 	// only to nodes gossip reports alive (catalog.leaderTargets); off, a
 	// node within its DeadGrace may be picked, and each transfer to it
@@ -88,6 +83,12 @@ const (
 	// committed; off, a follower of an idle group may not apply them
 	// until the next write.
 	QuietCommit
+	// LeaderAppend has a shard leader that stores new entries in parallel
+	// with their replication (raft.Config.ParallelLeaderAppend,
+	// third_party/raft/FORK.md) count its own copy toward their commit
+	// only once its log write returned; off, it counts it at once, and a
+	// write can be acknowledged with fewer durable copies than a quorum.
+	LeaderAppend
 )
 
 var names = map[Guard]string{
@@ -101,13 +102,13 @@ var names = map[Guard]string{
 	SessionArrival: "session-arrival",
 	SnapshotCut:    "snapshot-cut",
 	CommitPush:     "commit-push",
-	EarlyAnswer:    "early-answer",
 	LeaderToAlive:  "leader-to-alive",
 	RequestDedupe:  "request-dedupe",
 	LateBatch:      "late-batch",
 	LeaderCaughtUp: "leader-caught-up",
 	QuietConfirmed: "quiet-confirmed",
 	QuietCommit:    "quiet-commit",
+	LeaderAppend:   "leader-append",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -120,7 +121,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, EarlyAnswer, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

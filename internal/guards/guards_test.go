@@ -11,6 +11,9 @@ func TestNames(t *testing.T) {
 		}
 		seen[n] = true
 	}
+	if len(seen) != len(names) {
+		t.Fatalf("All lists %d guards, %d are named", len(seen), len(names))
+	}
 	if Guard(99).String() != "unknown" {
 		t.Fatal("unknown guard has a name")
 	}

@@ -19,6 +19,7 @@ func init() {
 	// hashicorp/raft (third_party/raft) cannot see this package: its
 	// switch is set here.
 	raft.QuietCommitWake = !off[QuietCommit]
+	raft.LeaderMatchBeforeStore = off[LeaderAppend]
 }
 
 func parse(s string) map[Guard]bool {

@@ -22,7 +22,6 @@ import (
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
-	"github.com/causeway-db/causeway/internal/transport"
 )
 
 // Errors returned by Group methods.
@@ -196,6 +195,9 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.NoSnapshotRestoreOnStart = true // the FSM state is persistent
 	rc.NoLegacyTelemetry = true
+	// The leader stores new entries while the followers do (ADR 020,
+	// step 20; third_party/raft/FORK.md).
+	rc.ParallelLeaderAppend = true
 
 	snaps, err := snapstore.New(snapstore.Config{Dir: SnapshotDir(cfg, id), Retain: 2, FS: cfg.FS}, g.log)
 	if err != nil {
@@ -256,9 +258,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if t, ok := deps.Transport.(interface{ SetGeneration(uint64) }); ok {
 		t.SetGeneration(g.gen)
 	}
-	// The leader's transport sends new entries to followers while the
-	// leader stores them (docs/adr/020, step 12).
-	r, err := raft.NewRaft(rc, f, transport.WithEarlyAppend(logs, deps.Transport), store, snaps, deps.Transport)
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: start raft: %w", id, err)
 	}
@@ -452,7 +452,14 @@ func (g *Group) CaughtUp() bool {
 			return true
 		}
 		if g.targetTerm != term {
-			g.target, g.targetTerm = g.lastCommandAtOrBelow(r.LastIndex()), term
+			// The leader's last entries may not be in its log store yet
+			// (raft.Config.ParallelLeaderAppend): unreadable, the target
+			// is not known yet.
+			target, ok := g.lastCommandAtOrBelow(r.LastIndex())
+			if !ok {
+				return false
+			}
+			g.target, g.targetTerm = target, term
 		}
 		if applied >= g.target {
 			g.caughtUp = term
@@ -463,27 +470,29 @@ func (g *Group) CaughtUp() bool {
 	if r.Leader() == "" || r.LastContact().IsZero() {
 		return false
 	}
-	return applied >= g.lastCommandAtOrBelow(r.CommitIndex())
+	target, _ := g.lastCommandAtOrBelow(r.CommitIndex())
+	return applied >= target
 }
 
 // lastCommandAtOrBelow returns the index of the last command entry of the
 // log at or below index, or 0 if there is none (everything before is in
-// the snapshot the state was restored from).
-func (g *Group) lastCommandAtOrBelow(index uint64) uint64 {
+// the snapshot the state was restored from). If an entry cannot be read,
+// it returns index and false.
+func (g *Group) lastCommandAtOrBelow(index uint64) (uint64, bool) {
 	first, err := g.logs.FirstIndex()
 	if err != nil {
-		return index
+		return index, false
 	}
 	for i := index; i >= first && i > 0; i-- {
 		var e raft.Log
 		if err := g.logs.GetLog(i, &e); err != nil {
-			return index // unreadable: be conservative
+			return index, false // unreadable: be conservative
 		}
 		if e.Type == raft.LogCommand {
-			return i
+			return i, true
 		}
 	}
-	return 0
+	return 0, true
 }
 
 // WaitHLC waits until this replica has applied a write with an HLC of at

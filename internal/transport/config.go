@@ -60,12 +60,6 @@ type Config struct {
 	// sent. It must stay well below raft's HeartbeatTimeout and
 	// LeaderLeaseTimeout (a node sets it to a quarter of the smaller).
 	KeepaliveInterval time.Duration
-	// EarlyAppend makes a leader's group transport send new entries to
-	// its followers while the leader stores them (earlyappend.go), so
-	// their fsyncs overlap the leader's. On by default; off, a follower
-	// is sent entries once the leader's are durable, as hashicorp/raft
-	// does.
-	EarlyAppend bool
 	// Dial, if set, opens the TCP connections to peers instead of a
 	// plain net.Dialer (a fault-injecting dialer: internal/faultnet).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -89,7 +83,6 @@ func DefaultConfig(advertise string) Config {
 		CommitPushDelay:    time.Millisecond,
 		BatchDelay:         250 * time.Millisecond,
 		KeepaliveInterval:  500 * time.Millisecond,
-		EarlyAppend:        true,
 	}
 }
 

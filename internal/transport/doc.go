@@ -71,13 +71,6 @@
 //     replicating to the follower (no open pipeline, or no request for
 //     four intervals while not waiting quietly). VerifyLeader's
 //     heartbeats are always sent.
-//   - With Config.EarlyAppend (the default), a leader's raft that writes
-//     its log through WithEarlyAppend has its new entries sent on each
-//     caught-up follower's pipeline stream as it starts storing them,
-//     ahead of raft's own AppendEntries for them (earlyappend.go): the
-//     follower's fsync overlaps the leader's. The answers are not handed
-//     to raft, so an entry still commits only once raft counted a
-//     majority that stored it, the leader included.
 //   - Closing a group transport unregisters the group (its name may be
 //     opened again), fails its waiting handlers with codes.Unavailable and
 //     closes its pipelines. Closing the Network closes every group transport

@@ -13,8 +13,6 @@ const (
 	typeHeartbeat      = "heartbeat"
 	typePipeline       = "append_entries_pipeline"
 	typeCommitPush     = "commit_push"
-	typeEarlyAppend    = "early_append"
-	typeEarlyCovered   = "append_entries_covered" // raft's request answered by early ones
 	typeBatch          = "append_entries_batch"   // one AppendEntriesBatch RPC
 	typeBatched        = "append_entries_batched" // one request carried in a batch
 	typeKeepalive      = "keepalive"              // a quiet group's heartbeat, carried in a batch
@@ -93,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.byType = make(map[string]*typeSeries)
 	ok := resultOf(nil)
-	for _, typ := range []string{typeAppendEntries, typeHeartbeat, typePipeline, typeCommitPush, typeEarlyAppend, typeEarlyCovered, typeBatch, typeBatched, typeKeepalive, typeQuiet, typeRequestVote, typeRequestPreVote, typeTimeoutNow, typeSnapshot} {
+	for _, typ := range []string{typeAppendEntries, typeHeartbeat, typePipeline, typeCommitPush, typeBatch, typeBatched, typeKeepalive, typeQuiet, typeRequestVote, typeRequestPreVote, typeTimeoutNow, typeSnapshot} {
 		m.byType[typ] = &typeSeries{
 			sent: m.sent.WithLabelValues(typ, ok), received: m.received.WithLabelValues(typ, ok),
 			sentBytes: m.sentBytes.WithLabelValues(typ), receivedBytes: m.receivedBytes.WithLabelValues(typ),

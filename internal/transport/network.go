@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -28,9 +27,6 @@ type Network struct {
 	metrics  *metrics
 	dialOpts []grpc.DialOption
 	batch    batcher // batch.go
-	// coveredQueued counts raft requests left to early appends' answers
-	// (earlyappend.go).
-	coveredQueued atomic.Int64
 	// stopKeepalives ends the keepalive goroutine (quiet.go), if any;
 	// keepalivesDone is closed when it returned.
 	stopKeepalives, keepalivesDone chan struct{}

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
-	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // pipeline implements raft.AppendPipeline over one AppendEntriesPipeline
@@ -31,11 +30,6 @@ type pipeline struct {
 	expired atomic.Bool        // a response was overdue; the stream was ended
 
 	sendMu   sync.Mutex             // orders Send and the enqueueing on inflight
-	term     uint64                 // raft's term of the requests sent; REQUIRES: sendMu
-	header   raft.RPCHeader         // their leader; REQUIRES: sendMu
-	shipIdx  uint64                 // last entry they leave the follower's log at; REQUIRES: sendMu
-	shipTerm uint64                 // its term; REQUIRES: sendMu
-	earlies  []earlyRange           // early requests in term, oldest first; REQUIRES: sendMu
 	batched  atomic.Int32           // requests waiting in a batch (batch.go)
 	aside    atomic.Int32           // requests answered by keepalives, not yet handed to raft (quiet.go)
 	slots    chan struct{}          // one token per unanswered request
@@ -88,28 +82,6 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, raft.ErrPipelineShutdown
 	}
 	p.sendMu.Lock()
-	if cover := p.coveredBy(args); cover != nil {
-		// Every entry of args went ahead on this stream (earlyappend.go):
-		// the answer to the message that carried the last of them answers
-		// args too.
-		f := &appendFuture{start: time.Now(), args: args, resp: resp, cover: cover, done: make(chan struct{})}
-		p.noteShipped(args)
-		noCommit := *args
-		noCommit.LeaderCommitIndex = 0 // not sent
-		p.g.noteSent(p.target, &noCommit)
-		p.g.net.coveredQueued.Add(1)
-		if guards.Off(guards.EarlyAnswer) {
-			// Unsafe: raft counts the follower before it stored anything.
-			p.sendMu.Unlock()
-			*resp = raft.AppendEntriesResponse{RPCHeader: args.RPCHeader, Term: args.Term, Success: true,
-				LastLog: args.Entries[len(args.Entries)-1].Index}
-			go p.finish(f, typeEarlyCovered, 0, nil)
-			return f, nil
-		}
-		p.inflight <- f // never blocks: len(inflight) <= len(slots)
-		p.sendMu.Unlock()
-		return f, nil
-	}
 	// A message that carries nothing new, when every request sent before
 	// it and still unanswered is batched or answered aside too (so it
 	// cannot overtake entries; the slot taken above is its own), is
@@ -121,7 +93,6 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 			ch <- batchResult{resp: quiet}
 			f := &appendFuture{start: time.Now(), args: args, resp: resp, batched: ch, quiet: true, done: make(chan struct{})}
 			p.aside.Add(1)
-			p.noteShipped(args)
 			p.g.noteSent(p.target, args)
 			p.inflight <- f // never blocks: len(inflight) <= len(slots)
 			p.sendMu.Unlock()
@@ -140,7 +111,6 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		}}
 		if p.g.net.batch.add(p.target, it) {
 			f.batched = ch
-			p.noteShipped(args)
 			p.g.noteSent(p.target, args)
 			p.inflight <- f // never blocks: len(inflight) <= len(slots)
 			p.sendMu.Unlock()
@@ -153,7 +123,6 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		// the batch's delay.
 		p.g.net.batch.flush(p.target)
 	}
-	p.noteShipped(args)
 	p.g.noteSent(p.target, args)
 	err := p.stream.Send(msg)
 	if err == nil {
@@ -189,12 +158,6 @@ func (p *pipeline) receive() {
 			}
 			continue
 		}
-		if f.cover != nil {
-			if !p.receiveCovered(f) {
-				return
-			}
-			continue
-		}
 		timer := time.AfterFunc(time.Until(f.start.Add(p.timeout)), func() {
 			p.expired.Store(true)
 			p.cancel()
@@ -205,7 +168,7 @@ func (p *pipeline) receive() {
 		switch {
 		case err == nil:
 			respBytes = proto.Size(msg)
-			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil && !f.early {
+			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil {
 				p.g.noteAnswer(p.target, f.args, f.resp)
 			}
 		case p.expired.Load():
@@ -215,13 +178,6 @@ func (p *pipeline) receive() {
 		default:
 			err = fromStatus(typePipeline, string(p.target), err)
 			p.g.refused(err)
-		}
-		if f.early {
-			// Not raft's: its answer only frees the slot (earlyappend.go).
-			p.g.net.metrics.observeSent(typeEarlyAppend, f.start, f.reqBytes, respBytes, err)
-			f.respond(err)
-			<-p.slots
-			continue
 		}
 		if !p.finish(f, typePipeline, respBytes, err) {
 			return
@@ -303,8 +259,6 @@ type appendFuture struct {
 	reqBytes int
 	batched  chan batchResult // the answer, if sent in a batch or answered by keepalives
 	quiet    bool             // answered by keepalives (quiet.go)
-	early    bool             // sent by EntriesStoring, not by raft
-	cover    *appendFuture    // the early request whose answer is this one's
 	err      error            // set before done is closed
 	done     chan struct{}
 }

@@ -83,6 +83,11 @@ var (
 type Raft struct {
 	raftState
 
+	// parallelAppend is the background log writer of a leader with
+	// Config.ParallelLeaderAppend, nil otherwise (Causeway's copy,
+	// FORK.md).
+	parallelAppend atomic.Pointer[leaderAppend]
+
 	// protocolVersion is used to inter-operate with Raft servers running
 	// different versions of the library. See comments in config.go for more
 	// details.

@@ -235,6 +235,13 @@ type Config struct {
 	// PreVoteDisabled deactivate the pre-vote feature when set to true
 	PreVoteDisabled bool
 
+	// ParallelLeaderAppend makes a leader write new entries to its log
+	// store in the background while it replicates them, instead of
+	// before: its fsync overlaps the followers'. It counts its own copy
+	// toward an entry's commit only once the store returned. A failed
+	// store makes it step down. (Causeway's copy, FORK.md.)
+	ParallelLeaderAppend bool
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

@@ -494,6 +494,13 @@ func (r *Raft) runLeader() {
 	// setup leader state. This is only supposed to be accessed within the
 	// leaderloop.
 	r.setupLeaderState()
+	if r.config().ParallelLeaderAppend {
+		a := newLeaderAppend(r, r.leaderState.commitment, r.leaderState.stepDown)
+		r.parallelAppend.Store(a)
+		// Runs after the cleanup below has stopped replication; setState
+		// has already stopped it when the leader stepped down.
+		defer r.stopParallelAppend()
+	}
 
 	// Run a background go-routine to emit metrics on log age
 	stopCh := make(chan struct{})
@@ -1284,6 +1291,18 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	commitIndex := r.getCommitIndex()
 	r.tryStageCommitIndex(commitIndex)
 
+	if a := r.parallelAppend.Load(); a != nil {
+		// Causeway's copy (FORK.md): the entries are readable at once and
+		// stored in the background; the leader counts itself toward
+		// their commit once they are durable.
+		a.add(logs)
+		r.setLastLog(lastIndex, term)
+		for _, f := range r.leaderState.replState {
+			asyncNotifyCh(f.triggerCh)
+		}
+		return
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
@@ -1348,7 +1367,7 @@ func (r *Raft) processLogs(index uint64, futures map[uint64]*logFuture) {
 			preparedLog = r.prepareLog(&future.log, future)
 		} else {
 			l := new(Log)
-			if err := r.logs.GetLog(idx, l); err != nil {
+			if err := r.getLog(idx, l); err != nil {
 				r.logger.Error("failed to get log", "index", idx, "error", err)
 				panic(err)
 			}
@@ -2195,6 +2214,12 @@ func (r *Raft) setCurrentTerm(t uint64) {
 func (r *Raft) setState(state RaftState) {
 	r.setLeader("", "")
 	oldState := r.getState()
+	if oldState == Leader && state != Leader {
+		// Causeway's copy (FORK.md): what the leader dispatched is stored
+		// before anything can append to or truncate its log as a
+		// follower's (appendEntries and installSnapshot step down first).
+		r.stopParallelAppend()
+	}
 	r.raftState.setState(state)
 	if oldState != state {
 		r.observe(state)
