@@ -103,6 +103,18 @@ func raftConfig(id string, log *slog.Logger) *raft.Config {
 // (none: join later through AddVoter).
 func (n *testNode) startGroup(t *testing.T, group string, snaps raft.SnapshotStore, tweak func(*raft.Config), peers []raft.Server) (*raft.Raft, *countFSM) {
 	t.Helper()
+	return n.startGroupOn(t, group, raft.NewInmemStore(), snaps, tweak, peers)
+}
+
+// logAndStable is a raft log store that is also its stable store.
+type logAndStable interface {
+	raft.LogStore
+	raft.StableStore
+}
+
+// startGroupOn is startGroup over the given log and stable store.
+func (n *testNode) startGroupOn(t *testing.T, group string, store logAndStable, snaps raft.SnapshotStore, tweak func(*raft.Config), peers []raft.Server) (*raft.Raft, *countFSM) {
+	t.Helper()
 	trans, err := n.net.Transport(group)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +123,6 @@ func (n *testNode) startGroup(t *testing.T, group string, snaps raft.SnapshotSto
 	if tweak != nil {
 		tweak(conf)
 	}
-	store := raft.NewInmemStore()
 	if len(peers) > 0 {
 		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, raft.Configuration{Servers: peers}); err != nil {
 			t.Fatal(err)

@@ -56,27 +56,8 @@ func startHeld(t *testing.T, nodes []*testNode, tweak func(*raft.Config)) ([]*ra
 	fsms := map[string]*countFSM{}
 	var rafts []*raft.Raft
 	for _, n := range nodes {
-		trans, err := n.net.Transport("g")
-		if err != nil {
-			t.Fatal(err)
-		}
-		conf := raftConfig(n.id, n.log)
-		if tweak != nil {
-			tweak(conf)
-		}
 		store := &heldStore{InmemStore: raft.NewInmemStore()}
-		snaps := raft.NewInmemSnapshotStore()
-		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, raft.Configuration{Servers: peers}); err != nil {
-			t.Fatal(err)
-		}
-		fsm := &countFSM{}
-		r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.mu.Lock()
-		n.rafts["g"], n.fsms["g"] = r, fsm
-		n.mu.Unlock()
+		r, fsm := n.startGroupOn(t, "g", store, raft.NewInmemSnapshotStore(), tweak, peers)
 		rafts = append(rafts, r)
 		stores[r] = store
 		fsms[n.id] = fsm
@@ -92,8 +73,8 @@ func startHeld(t *testing.T, nodes []*testNode, tweak func(*raft.Config)) ([]*ra
 // their two durable copies: the write is acknowledged and applied by
 // every replica, the leader included, before the leader's write returns.
 // Once it returns, the leader's log holds the entry. Without the option
-// (or with the leader's store ahead of replication) nothing reaches the
-// followers and the test fails waiting for them.
+// the leader stores before it replicates, nothing reaches the followers
+// and the test fails waiting for the acknowledgement.
 func TestParallelLeaderAppend(t *testing.T) {
 	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
 	rafts, stores, fsms := startHeld(t, nodes, parallelAppend)
