@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -139,30 +140,60 @@ func TestQuietFollowerElectsWhenLeaderDies(t *testing.T) {
 }
 
 // TestQuietFollowersLearnCommits: a write to an idle group whose leader's
-// replication waits quietly, over and over. The leader may commit the
-// write only after raft's last message of it went out (its own log write
-// done last, or the followers' answers late), and the followers hold it
-// without knowing it committed; nothing else tells them here (the test
-// FSM pushes no commits, raft's heartbeats carry no commit index), so the
-// waiting replication must send the new commit index. Guard quiet-commit
-// (no wake on commit) leaves some write unapplied by a follower.
+// replication waits quietly commits only after raft's last message of it
+// went out to the followers, and nothing else tells them it committed
+// (the test FSM pushes no commits; raft's heartbeats and the keepalives
+// carry no commit index): the waiting replication must send the new
+// commit index. The leader appends in parallel (ParallelLeaderAppend) and
+// its log write is held, as is follower b's: follower a stores the entry
+// and answers, its replication waits quietly, and only then does the
+// leader's write return and the entry commit (on the leader's and a's
+// copies). Guard quiet-commit (no wake on a new commit index, no commit
+// check before waiting) leaves the followers without the commit, and they
+// never apply the write.
 func TestQuietFollowersLearnCommits(t *testing.T) {
-	nodes, _ := quietGroup(t)
-	rafts, fsms := make([]*raft.Raft, 0, len(nodes)), map[string]*countFSM{}
-	for _, n := range nodes {
-		rafts = append(rafts, n.rafts["g"])
-		fsms[n.id] = n.fsms["g"]
+	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	rafts, stores, fsms := startHeld(t, nodes, parallelAppend)
+	leader := waitLeader(t, rafts...)
+	var free, held *heldStore
+	var freeRaft *raft.Raft
+	for _, r := range rafts {
+		switch {
+		case r == leader:
+		case free == nil:
+			free, freeRaft = stores[r], r
+		default:
+			held = stores[r]
+		}
 	}
-	applied := 5 // quietGroup's
-	for round := 0; round < 25; round++ {
-		waitFor(t, 10*time.Second, "the replication to both followers to wait quietly", func() bool {
+	applied := 20 // startHeld's
+	for round := 0; round < 3; round++ {
+		waitFor(t, 30*time.Second, "the replication to both followers to wait quietly", func() bool {
 			return quietWaiting(t, nodes) == 2
 		})
-		applyN(t, rafts, applied+1, 5)
-		applied += 5
-		for name, f := range fsms {
-			waitFor(t, 3*time.Second, fmt.Sprintf("round %d: %s to apply command %d", round, name, applied), func() bool {
-				c, _, _ := f.state()
+		stores[leader].hold()
+		held.hold()
+		last := leader.LastIndex()
+		applied++
+		f := leader.Apply(binary.BigEndian.AppendUint64(nil, uint64(applied)), 10*time.Second)
+		waitFor(t, 10*time.Second, "the free follower to store the entry", func() bool {
+			idx, err := free.LastIndex()
+			return err == nil && idx > last
+		})
+		waitFor(t, 10*time.Second, "the replication to the free follower to wait quietly again", func() bool {
+			return quietWaiting(t, nodes) >= 1
+		})
+		if freeRaft.CommitIndex() > last {
+			t.Fatalf("round %d: the follower learned a commit before the leader stored the entry", round)
+		}
+		stores[leader].release()
+		held.release()
+		if err := f.Error(); err != nil {
+			t.Fatalf("round %d: apply: %v", round, err)
+		}
+		for name, fsm := range fsms {
+			waitFor(t, 5*time.Second, fmt.Sprintf("round %d: %s to apply command %d", round, name, applied), func() bool {
+				c, _, _ := fsm.state()
 				return c == uint64(applied)
 			})
 		}
