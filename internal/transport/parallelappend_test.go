@@ -67,6 +67,21 @@ func startHeld(t *testing.T, nodes []*testNode, tweak func(*raft.Config)) ([]*ra
 	return rafts, stores, fsms
 }
 
+// followersOf returns the two followers' stores of a three-replica group
+// started by startHeld, and the first one's raft.
+func followersOf(leader *raft.Raft, rafts []*raft.Raft, stores map[*raft.Raft]*heldStore) (firstRaft *raft.Raft, first, second *heldStore) {
+	for _, r := range rafts {
+		switch {
+		case r == leader:
+		case first == nil:
+			firstRaft, first = r, stores[r]
+		default:
+			second = stores[r]
+		}
+	}
+	return firstRaft, first, second
+}
+
 // TestParallelLeaderAppend: with raft.Config.ParallelLeaderAppend, a
 // leader replicates new entries while it stores them. Its own log write
 // does not return, yet both followers store the entry, and it commits on
@@ -127,18 +142,8 @@ func TestParallelLeaderAppendCountsOnlyStored(t *testing.T) {
 	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
 	rafts, stores, fsms := startHeld(t, nodes, parallelAppend)
 	leader := waitLeader(t, rafts...)
-	var free *heldStore
-	held := []*heldStore{stores[leader]}
-	for _, r := range rafts {
-		if r == leader {
-			continue
-		}
-		if free == nil {
-			free = stores[r]
-		} else {
-			held = append(held, stores[r])
-		}
-	}
+	_, free, other := followersOf(leader, rafts, stores)
+	held := []*heldStore{stores[leader], other}
 	for _, s := range held {
 		s.hold()
 		defer s.release()

@@ -155,17 +155,7 @@ func TestQuietFollowersLearnCommits(t *testing.T) {
 	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
 	rafts, stores, fsms := startHeld(t, nodes, parallelAppend)
 	leader := waitLeader(t, rafts...)
-	var free, held *heldStore
-	var freeRaft *raft.Raft
-	for _, r := range rafts {
-		switch {
-		case r == leader:
-		case free == nil:
-			free, freeRaft = stores[r], r
-		default:
-			held = stores[r]
-		}
-	}
+	freeRaft, free, held := followersOf(leader, rafts, stores)
 	applied := 20 // startHeld's
 	for round := 0; round < 3; round++ {
 		waitFor(t, 30*time.Second, "the replication to both followers to wait quietly", func() bool {
