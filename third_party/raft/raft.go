@@ -1296,25 +1296,21 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		// stored in the background; the leader counts itself toward
 		// their commit once they are durable.
 		a.add(logs)
-		r.setLastLog(lastIndex, term)
-		for _, f := range r.leaderState.replState {
-			asyncNotifyCh(f.triggerCh)
+	} else {
+		// Write the log entry locally
+		if err := r.logs.StoreLogs(logs); err != nil {
+			r.logger.Error("failed to commit logs", "error", err)
+			for _, applyLog := range applyLogs {
+				applyLog.respond(err)
+			}
+			r.setState(Follower)
+			return
 		}
-		return
+		r.leaderState.commitment.match(r.localID, lastIndex)
 	}
 
-	// Write the log entry locally
-	if err := r.logs.StoreLogs(logs); err != nil {
-		r.logger.Error("failed to commit logs", "error", err)
-		for _, applyLog := range applyLogs {
-			applyLog.respond(err)
-		}
-		r.setState(Follower)
-		return
-	}
-	r.leaderState.commitment.match(r.localID, lastIndex)
-
-	// Update the last log since it's on disk now
+	// Update the last log since it's on disk now (or readable by
+	// replication, with a parallel append)
 	r.setLastLog(lastIndex, term)
 
 	// Notify the replicators of the new log
