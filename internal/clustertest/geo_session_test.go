@@ -62,14 +62,15 @@ func TestSessionMovesBetweenSites(t *testing.T) {
 		}
 	}
 
-	// s1 cut off: its write cannot reach s3, which must say so.
+	// s1 cut off before it writes (cut after, the write may already be
+	// on its way to s3): its write cannot reach s3, which must say so.
+	fs.Net.PartitionSites("s1", "s2")
+	fs.Net.PartitionSites("s1", "s3")
 	resp, err := fs.kv("s1").Put(ctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("move/cut")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok = resp.Header.Session
-	fs.Net.PartitionSites("s1", "s2")
-	fs.Net.PartitionSites("s1", "s3")
 	_, err = fs.kv("s3").Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("move/cut")})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "causal past") || !strings.Contains(err.Error(), "s1") {
 		t.Fatalf("read at s3 of a write s3 cannot have: %v; want UNAVAILABLE naming the session's site s1", err)
