@@ -36,6 +36,9 @@ BITES=(
   "quiet-confirmed|./internal/transport|^TestQuietLeaderCutOff\$"
   "quiet-commit|./internal/transport|^TestQuietFollowersLearnCommits\$"
   "leader-append|./internal/transport|^TestParallelLeaderAppendCountsOnlyStored\$"
+  "state-open-reads|./internal/storage|^TestDeferredApplyIsReadBeforeItsCommit\$"
+  "state-flush|./internal/storage|^TestDeferredSnapshotHoldsEveryApply\$"
+  "state-fail-stop|./internal/storage|^TestDeferredFailedApplyStopsTheDatabase\$"
 )
 
 want=("$@")

@@ -337,9 +337,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		applied, st = lastIndex, next
 		if isDigestCheck(cmds[end]) && f.hooks.Digest != nil {
-			// Update returned after the commit, and only this goroutine
-			// writes the shard: a read transaction begun now sees the
-			// state as of logs[end].Index.
+			// Only this goroutine writes the shard, and BeginRead
+			// commits what the state database holds open first: a
+			// read transaction begun now sees the state as of
+			// logs[end].Index.
 			if tx, err := f.db.BeginRead(); err == nil {
 				f.hooks.Digest(logs[end].Index, tx)
 			} else {
@@ -378,11 +379,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // the shard's new state.
 func (f *FSM) applyRange(logs []*raft.Log, cmds []*peerv1.Command, out []interface{}, applied, lastIndex uint64, st state) (state, error) {
 	var next state
-	err := f.db.Update(func(tx *storage.Tx) error {
-		s, err := tx.Shard(f.id)
-		if err != nil {
-			return err
-		}
+	err := f.db.ApplyShard(f.id, func(s *storage.ShardTx) error {
 		next = st // a retried transaction starts over
 		for i, cmd := range cmds {
 			if cmd == nil {
@@ -428,8 +425,9 @@ func Encode(cmd *peerv1.Command) ([]byte, error) {
 	return proto.Marshal(cmd)
 }
 
-// Snapshot implements raft.FSM. It only opens a read transaction; Persist
-// does the work.
+// Snapshot implements raft.FSM. It only opens a read transaction (which
+// commits the state database's open transaction first: the snapshot holds
+// every applied entry); Persist does the work.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	tx, err := f.db.BeginRead()
 	if err != nil {

@@ -158,7 +158,7 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 		return p, fmt.Errorf("digest of %s at %s has %d slots", sh, site, len(theirs.Slots))
 	}
 	var mine storage.Digest
-	if err := g.Read(func(tx *storage.ShardTx) error {
+	if err := g.ReadLong(func(tx *storage.ShardTx) error {
 		var err error
 		mine, err = tx.DigestNewest()
 		return err
@@ -184,7 +184,7 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	errStop := errors.New("stop")
 	var sendErr error
 	if len(diff) > 0 {
-		err := g.Read(func(tx *storage.ShardTx) error {
+		err := g.ReadLong(func(tx *storage.ShardTx) error {
 			return tx.NewestInSlots(diff, func(r storage.Record) error {
 				if r.Version.HLC > covered[r.Version.Site] {
 					// Newer than the progress the marks give: it is still

@@ -308,7 +308,7 @@ func (s *Service) SiteDigest(ctx context.Context, req *peerv1.SiteDigestRequest)
 		return fwd.SiteDigest(fctx, req)
 	}
 	var d storage.Digest
-	if err := g.Read(func(tx *storage.ShardTx) error {
+	if err := g.ReadLong(func(tx *storage.ShardTx) error {
 		var err error
 		d, err = tx.DigestNewest()
 		return err

@@ -89,6 +89,21 @@ const (
 	// only once its log write returned; off, it counts it at once, and a
 	// write can be acknowledged with fewer durable copies than a quorum.
 	LeaderAppend
+	// StateOpenReads reads a shard that has applies in the state
+	// database's open transaction (deferred commits) through that
+	// transaction (storage.DB.ViewShard); off, such a read sees the last
+	// commit, without writes that were already acknowledged.
+	StateOpenReads
+	// StateFlush commits the state database's open transaction before a
+	// read-only transaction that must hold every apply (storage.DB.View,
+	// BeginRead: raft snapshots, consistency digests); off, a snapshot
+	// misses the applies since the last commit.
+	StateFlush
+	// StateFailStop fails the state database for good when an apply or a
+	// commit of its open transaction fails (storage.ErrFailed); off, the
+	// rolled-back applies go unnoticed and reads serve the state before
+	// them.
+	StateFailStop
 )
 
 var names = map[Guard]string{
@@ -109,6 +124,9 @@ var names = map[Guard]string{
 	QuietConfirmed: "quiet-confirmed",
 	QuietCommit:    "quiet-commit",
 	LeaderAppend:   "leader-append",
+	StateOpenReads: "state-open-reads",
+	StateFlush:     "state-flush",
+	StateFailStop:  "state-fail-stop",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -121,7 +139,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -405,15 +405,7 @@ func (s *Server) openStorage() (err error) {
 	// A failed write or sync of the log: etcd exits too. What the file
 	// holds after it is unknown until the next start reads it.
 	w := s.wal
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-w.Failed():
-			s.fail(fmt.Errorf("the raft write-ahead log cannot be written: %w", w.Err()))
-		case <-s.stopping:
-		}
-	}()
+	s.failWith(w.Failed(), func() error { return fmt.Errorf("the raft write-ahead log cannot be written: %w", w.Err()) })
 	if s.logs, err = storage.OpenRaftLogs(s.logDB, s.wal, s.log); err != nil {
 		return err
 	}
@@ -449,7 +441,29 @@ func (s *Server) openStorage() (err error) {
 		}
 		s.db, err = storage.Open(stateCfg, s.log, s.reg)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// A failed apply or commit of the state database's open transaction
+	// lost applies that replicas already count as done: the node stops,
+	// and the next start replays them from the raft log.
+	db := s.db
+	s.failWith(db.Failed(), func() error { return fmt.Errorf("the state database failed: %w", db.Err()) })
+	return nil
+}
+
+// failWith stops the node with why() once failed is closed (a nil channel
+// never is).
+func (s *Server) failWith(failed <-chan struct{}, why func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-failed:
+			s.fail(why())
+		case <-s.stopping:
+		}
+	}()
 }
 
 // checkDataDir creates dir if needed and refuses one that holds anything

@@ -594,13 +594,17 @@ func (g *Group) Read(fn func(*storage.ShardTx) error) error {
 	if err := g.refusal(); err != nil {
 		return err
 	}
-	return g.deps.DB.View(func(tx *storage.Tx) error {
-		s, err := tx.Shard(g.id)
-		if err != nil {
-			return err
-		}
-		return fn(s)
-	})
+	return g.deps.DB.ViewShard(g.id, fn)
+}
+
+// ReadLong is Read for reads that scan the whole shard or call out while
+// they hold its state: the node's other applies are not held up meanwhile
+// (storage.DB.ViewShardLong).
+func (g *Group) ReadLong(fn func(*storage.ShardTx) error) error {
+	if err := g.refusal(); err != nil {
+		return err
+	}
+	return g.deps.DB.ViewShardLong(g.id, fn)
 }
 
 // Snapshot takes a raft snapshot now, truncating the log behind it.
@@ -823,7 +827,7 @@ func (g *Group) Collect(ctx context.Context) error {
 	// does not show yet (writes still being applied) waits for the next
 	// pass.
 	var found bool
-	if err := g.Read(func(s *storage.ShardTx) (err error) {
+	if err := g.ReadLong(func(s *storage.ShardTx) (err error) {
 		found, err = s.HasGarbage(fsm.CollectCutoff(pass), pass.RequestCutoffHlc)
 		return err
 	}); err == nil && !found {

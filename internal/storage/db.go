@@ -73,7 +73,20 @@ type Config struct {
 	// InitialMmapBytes is the initial memory map size; a large value avoids
 	// remapping (which waits for readers) as the file grows.
 	InitialMmapBytes int
+	// CommitInterval, for a Derived database, defers the commits of
+	// ApplyShard: applies go into one open transaction, committed this
+	// long after its first apply (or at MaxPending applies, or when a
+	// reader needs the file). Zero commits every apply (group commit, as
+	// Update). See ApplyShard and docs/adr/020, step 21.
+	CommitInterval time.Duration
+	// MaxPending is the most applies an open transaction takes before it
+	// is committed (deferred commits only).
+	MaxPending int
 }
+
+// DefaultCommitInterval is how long a Derived database keeps applies in
+// its open transaction before it commits them.
+const DefaultCommitInterval = 20 * time.Millisecond
 
 // DefaultConfig returns the production defaults for a database at path.
 func DefaultConfig(path string, id Identity) Config {
@@ -84,6 +97,8 @@ func DefaultConfig(path string, id Identity) Config {
 		MaxBatch:         1024,
 		LockTimeout:      2 * time.Second,
 		InitialMmapBytes: 1 << 30,
+		CommitInterval:   DefaultCommitInterval,
+		MaxPending:       4096,
 	}
 }
 
@@ -96,6 +111,10 @@ func (c Config) Validate() error {
 		return errors.New("storage: Name is required")
 	case c.MaxBatch < 1:
 		return errors.New("storage: MaxBatch must be at least 1")
+	case c.CommitInterval < 0:
+		return errors.New("storage: CommitInterval must not be negative")
+	case c.CommitInterval > 0 && c.Derived && c.MaxPending < 1:
+		return errors.New("storage: MaxPending must be at least 1")
 	case c.Identity.Site == "" || c.Identity.NodeID == "":
 		return errors.New("storage: identity needs a site and a node id")
 	}
@@ -108,6 +127,9 @@ type DB struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+
+	// def is set when commits are deferred (Derived, CommitInterval).
+	def *deferred
 
 	reqs      chan *commitReq
 	closing   chan struct{}
@@ -186,6 +208,10 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	if cfg.Derived && cfg.CommitInterval > 0 {
+		db.def = newDeferred()
+		go db.committer()
+	}
 	go db.commitLoop()
 	return db, nil
 }
@@ -237,9 +263,15 @@ func checkIdentity(b *bolt.DB, id Identity) error {
 // Update runs fn in a read-write transaction and returns once the
 // transaction is durable. fn may run more than once (if another function
 // batched with it fails) and must not have side effects outside tx.
+//
+// With deferred commits (Config.CommitInterval) it commits the open
+// transaction first and runs fn once, in a transaction of its own.
 func (db *DB) Update(fn func(*Tx) error) error {
 	if db.closed() {
 		return ErrClosed
+	}
+	if db.def != nil {
+		return db.exclusive(fn)
 	}
 	r := &commitReq{fn: fn, done: make(chan error, 1)}
 	select {
@@ -270,16 +302,17 @@ func (db *DB) closed() bool {
 	}
 }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction. With deferred commits it
+// commits the open transaction first, so fn sees every apply that
+// returned; ViewShard reads one shard without that commit.
 func (db *DB) View(fn func(*Tx) error) error {
 	if db.closed() {
 		return ErrClosed
 	}
-	err := db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed
+	if err := db.flush(); err != nil {
+		return err
 	}
-	return err
+	return db.view(fn)
 }
 
 // BeginRead starts a read-only transaction that the caller must Rollback.
@@ -288,6 +321,11 @@ func (db *DB) View(fn func(*Tx) error) error {
 func (db *DB) BeginRead() (*Tx, error) {
 	if db.closed() {
 		return nil, ErrClosed
+	}
+	// With deferred commits: a snapshot or a digest of a shard must hold
+	// every apply that returned before it began.
+	if err := db.flush(); err != nil {
+		return nil, err
 	}
 	btx, err := db.bolt.Begin(false)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
@@ -316,7 +354,10 @@ func (db *DB) Close() error {
 		first = true
 		close(db.closing)
 		<-db.done
-		if db.cfg.Derived {
+		if db.def != nil {
+			db.closeErr = db.closeDeferred()
+		}
+		if db.cfg.Derived && db.closeErr == nil {
 			db.closeErr = db.bolt.Sync()
 		}
 		if err := db.bolt.Close(); db.closeErr == nil {
@@ -413,6 +454,9 @@ func (db *DB) commit(batch []*commitReq) {
 func (db *DB) UpdateAlone(fn func(*Tx) error) error {
 	if db.closed() {
 		return ErrClosed
+	}
+	if db.def != nil {
+		return db.exclusive(fn)
 	}
 	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
 }

@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	commitSeconds prometheus.Histogram
 	batchSize     prometheus.Histogram
+	openTxReads   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
@@ -17,7 +18,7 @@ func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
 	m := &metrics{
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "storage", Name: "commit_seconds",
-			Help:        "Time to commit and fsync one group-commit transaction.",
+			Help:        "Time to commit (and fsync, unless the database is derived) one transaction.",
 			ConstLabels: labels,
 			Buckets:     prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
@@ -25,11 +26,16 @@ func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
 			Namespace: "causeway", Subsystem: "storage", Name: "commit_batch_size",
 			Help:        "Updates committed together in one transaction.",
 			ConstLabels: labels,
-			Buckets:     prometheus.ExponentialBuckets(1, 2, 11),
+			Buckets:     prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		openTxReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "storage", Name: "open_tx_reads_total",
+			Help:        "Shard reads served from the open transaction of deferred commits (their shard had applies not yet committed).",
+			ConstLabels: labels,
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.commitSeconds, m.batchSize,
+		reg.MustRegister(m.commitSeconds, m.batchSize, m.openTxReads,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: "causeway", Subsystem: "storage", Name: "bytes",
 				Help:        "Size of the database file in bytes.",
