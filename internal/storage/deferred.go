@@ -91,7 +91,9 @@ func (db *DB) Err() error {
 // dies first (the raft log replays it: the applied index fn records is
 // lost with it). fn runs exactly once; if it fails, the open transaction
 // is rolled back with every other shard's applies in it and the database
-// fails (ErrFailed). Without deferred commits it is Update.
+// fails (ErrFailed). The keys and values fn puts must not be reused by
+// their owner: bbolt holds them until the commit. Without deferred
+// commits it is Update.
 func (db *DB) ApplyShard(id ShardID, fn func(*ShardTx) error) error {
 	if db.def == nil {
 		return db.Update(func(tx *Tx) error {
