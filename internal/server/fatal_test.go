@@ -12,6 +12,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/poll"
+	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/vfs"
 	"github.com/causeway-db/causeway/internal/vfs/errorfs"
 )
@@ -150,5 +151,50 @@ func TestStoppedReplicaStopsTheNode(t *testing.T) {
 	t.Logf("Run: %v", err)
 	if n.srv.Ready() == nil {
 		t.Fatal("a node with a stopped replica is ready")
+	}
+}
+
+// TestFailedStateDatabaseStopsTheNode: the state database fails (as a
+// failed commit of its open transaction would: the applies since its last
+// commit rolled back). Run returns the error, the node is not ready, and a
+// restart on the same data directory replays what the raft log holds:
+// every acknowledged write reads back.
+func TestFailedStateDatabaseStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+	var keys []string
+	for i := range 50 {
+		k := fmt.Sprintf("k%03d", i)
+		n.put(t, k, k)
+		keys = append(keys, k)
+	}
+	if err := storage.FailForTest(n.srv.db, errors.New("injected commit failure")); !errors.Is(err, storage.ErrFailed) {
+		t.Fatalf("FailForTest: %v", err)
+	}
+	var err error
+	select {
+	case err = <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the state database failed")
+	}
+	if err == nil || !strings.Contains(err.Error(), "the state database failed") {
+		t.Fatalf("Run returned %v; want the failed state database", err)
+	}
+	t.Logf("Run: %v", err)
+	if n.srv.Ready() == nil {
+		t.Fatal("a node whose state database failed is ready")
+	}
+	n.srv.Stop()
+
+	n2 := start(t, cfg)
+	for _, k := range keys {
+		if g := n2.getStrong(t, k); !g.Found || string(g.Value) != k {
+			t.Fatalf("acknowledged %s after the restart: %v", k, g)
+		}
 	}
 }

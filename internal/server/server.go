@@ -448,7 +448,7 @@ func (s *Server) openStorage() (err error) {
 	// lost applies that replicas already count as done: the node stops,
 	// and the next start replays them from the raft log.
 	db := s.db
-	s.failWith(db.Failed(), func() error { return fmt.Errorf("the state database failed: %w", db.Err()) })
+	s.failWith(db.Failed(), db.Err)
 	return nil
 }
 

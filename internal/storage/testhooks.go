@@ -33,3 +33,16 @@ func CorruptForTest(db *DB, id ShardID, key, value []byte) error {
 		return data.Put(bytes.Clone(k), encodeValue(value, false, 0))
 	})
 }
+
+// FailForTest fails db the way a failed commit of its open transaction
+// would (deferred commits only): the applies since the last commit are
+// rolled back, Failed is closed and every later call returns ErrFailed.
+// Only tests may call it (see CorruptForTest).
+func FailForTest(db *DB, err error) error {
+	if db.def == nil {
+		return fmt.Errorf("storage: FailForTest needs a database with deferred commits")
+	}
+	db.def.mu.Lock()
+	defer db.def.mu.Unlock()
+	return db.failLocked(err)
+}
