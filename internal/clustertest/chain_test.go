@@ -81,6 +81,12 @@ func startFixedSites(t *testing.T, names []string, o fixedOptions) *fixedSites {
 	}
 	for _, c := range fs.Sites {
 		c.WaitSettled(60 * time.Second)
+		if o.Nodes > 1 {
+			// No leadership transfer of the balancer under way when the
+			// test starts: a test that pins a replica's role (holds its
+			// applies, cuts its links) would see it move.
+			c.WaitLeadersPreferred(60 * time.Second)
+		}
 	}
 	return fs
 }

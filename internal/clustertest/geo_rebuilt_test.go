@@ -133,28 +133,58 @@ func TestGeoLaggingLeaderWaitsToShip(t *testing.T) {
 	fs.waitKeys(t, keys, 30*time.Second)
 
 	sh, _ := fs.Sites["s1"].Nodes[0].Srv.Router().Shard("default", []byte(keys[0]))
-	var leader, lagging *Node
+	var lagging *Node
 	var lg *shard.Group
-	for _, n := range fs.Sites["s1"].Live() {
-		switch g := n.Srv.Router().Local(sh); {
-		case g == nil:
-		case g.IsLeader():
-			leader = n
-		case lagging == nil:
-			lagging, lg = n, g
+	var resume func()
+	// Hold a follower's applies and write through the leader. Should the
+	// leadership move to the held follower meanwhile (an election on a
+	// loaded machine), its writes cannot apply there: start over.
+	for attempt := 1; ; attempt++ {
+		var leader *Node
+		lagging, lg = nil, nil
+		for _, n := range fs.Sites["s1"].Live() {
+			switch g := n.Srv.Router().Local(sh); {
+			case g == nil:
+			case g.IsLeader():
+				leader = n
+			case lagging == nil:
+				lagging, lg = n, g
+			}
 		}
-	}
-	if leader == nil || lagging == nil {
-		t.Fatalf("s1 has no leader and follower of %s", sh)
-	}
-	resume := shard.PauseApplyForTest(lg)
-	defer resume()
-	for i := 1; i <= 5; i++ {
-		k := fmt.Sprintf("lag/%d", i)
-		if _, err := leader.KV.Put(ctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("v")}); err != nil {
+		if leader == nil || lagging == nil {
+			t.Fatalf("s1 has no leader and follower of %s", sh)
+		}
+		resume = shard.PauseApplyForTest(lg)
+		err := func() error {
+			for i := 1; i <= 5; i++ {
+				k := fmt.Sprintf("lag/%d", i)
+				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := leader.KV.Put(pctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("v")})
+				pcancel()
+				if err != nil {
+					return fmt.Errorf("put %s at %s: %w", k, leader.ID, err)
+				}
+			}
+			return nil
+		}()
+		if err == nil {
+			break
+		}
+		resume()
+		if !lg.IsLeader() || attempt == 3 {
 			t.Fatal(err)
 		}
-		keys = append(keys, k)
+		t.Logf("%s, whose applies are held, took the leadership during the writes (%v): again", lagging.ID, err)
+		poll.Every(20*time.Millisecond).Until(t, 30*time.Second, lagging.ID+" caught up", func() error {
+			if !lg.CaughtUp() {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+	}
+	defer resume()
+	for i := 1; i <= 5; i++ {
+		keys = append(keys, fmt.Sprintf("lag/%d", i))
 	}
 	s2 := fs.Sites["s2"].Live()[0]
 	poll.Every(20*time.Millisecond).Until(t, 30*time.Second, "s1's writes applied at s2", func() error {
