@@ -295,3 +295,62 @@ func TestRereadKeepsPastHLC(t *testing.T) {
 		t.Fatalf("reading another key: PastHLC %d", s.PastHLC)
 	}
 }
+
+// TestDecodeSessionFor: of a partial token, a server serving a read of one
+// shard decodes that shard's floors (every origin's) and no other shard
+// floor of the keyspace, with the same read floors for the shard's keys;
+// a full token is decoded whole.
+func TestDecodeSessionFor(t *testing.T) {
+	var s Session
+	for i := range 64 {
+		origin := []string{"", "s2"}[(i/16)%2]
+		s.ObserveShardVersion("ks", uint32(i%16), Version{uint64(1000 + i), origin})
+		s.ObserveShardVersion("other", uint32(i%4), Version{uint64(2000 + i), origin})
+	}
+	s.ObserveShard("ks", []byte("k"), 3, Version{3000, ""})
+	part := s.ForRead("ks", [][]byte{[]byte("k")}, nil)
+	part.Partial = true
+	tok := part.Encode()
+	whole, err := DecodeSession(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeSessionFor(tok, ShardFilter{Keyspace: "ks", Shard: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range whole.shards {
+		_, kept := got.shards[r]
+		if want := r.Keyspace != "ks" || r.Shard == 3; kept != want {
+			t.Errorf("shard floor %+v kept %v, want %v", r, kept, want)
+		}
+	}
+	if _, n := got.Len(); n != 2 {
+		t.Errorf("%d shard floors kept, want 2 (shard 3, two origins)", n)
+	}
+	for _, key := range []string{"k", "x"} {
+		w := whole.ReadFloors(nil, "ks", []byte(key), 3)
+		g := got.ReadFloors(nil, "ks", []byte(key), 3)
+		if !slices.Equal(w, g) {
+			t.Errorf("read floors of %s: %+v, want %+v", key, g, w)
+		}
+	}
+	if got.MaxHLC != whole.MaxHLC || got.PastHLC != whole.PastHLC || !got.Partial {
+		t.Errorf("decoded %+v, want MaxHLC %d PastHLC %d partial", got, whole.MaxHLC, whole.PastHLC)
+	}
+
+	full := s.Clone()
+	full.Partial = false
+	ftok := full.Encode()
+	a, err := DecodeSession(ftok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeSessionFor(ftok, ShardFilter{Keyspace: "ks", Shard: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Encode(), b.Encode()) {
+		t.Error("a full token lost floors to the filter")
+	}
+}

@@ -161,6 +161,29 @@ func appendString(b []byte, s string) []byte {
 // MaxSessionKeys floors may have dropped older ones, which that format
 // only accounted for in MaxHLC; its MaxHLC becomes the session's Fallback.
 func DecodeSession(tok []byte) (*Session, error) {
+	return decodeSession(tok, nil)
+}
+
+// ShardFilter names the one shard of a keyspace whose shard floors a
+// server needs to serve a request (a read of keys of that shard).
+type ShardFilter struct {
+	Keyspace string
+	Shard    uint32
+}
+
+// DecodeSessionFor is DecodeSession for a request about the keys of one
+// shard: of a partial token (see Session.Partial), which the server
+// answers with only what the request observed, it keeps only that
+// shard's floors of the keyspace and drops the others (a client sends
+// every shard floor of the keyspace so that it can reuse one encoding for
+// its reads; building them all into the session on every read was a
+// large part of a read's CPU). A full token is decoded whole: the server
+// answers it with the whole updated session.
+func DecodeSessionFor(tok []byte, f ShardFilter) (*Session, error) {
+	return decodeSession(tok, &f)
+}
+
+func decodeSession(tok []byte, filter *ShardFilter) (*Session, error) {
 	s := &Session{}
 	if len(tok) == 0 {
 		return s, nil
@@ -184,7 +207,7 @@ func DecodeSession(tok []byte) (*Session, error) {
 	if format == tokenFormat1 {
 		err = s.decodeV1(&r)
 	} else {
-		err = s.decodeV2(&r, format)
+		err = s.decodeV2(&r, format, filter)
 	}
 	if err == nil {
 		err = r.err
@@ -224,8 +247,9 @@ func (s *Session) decodeV1(r *reader) error {
 	return nil
 }
 
-// decodeV2 decodes formats 2 and 3.
-func (s *Session) decodeV2(r *reader, format byte) error {
+// decodeV2 decodes formats 2 and 3; filter, if set, drops the shard
+// floors of a partial token that it does not name.
+func (s *Session) decodeV2(r *reader, format byte, filter *ShardFilter) error {
 	if len(r.b) == 0 {
 		return errors.New("truncated flags")
 	}
@@ -290,6 +314,12 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 		if nShards += n; nShards > MaxShardFloors {
 			return fmt.Errorf("more than %d shard floors", MaxShardFloors)
 		}
+		// Of a filtered partial token, keep the named shard's floors of
+		// the keyspace (and every floor of other keyspaces, rare).
+		only, onlyShard := false, uint32(0)
+		if filter != nil && s.Partial && ks == filter.Keyspace {
+			only, onlyShard = true, filter.Shard
+		}
 		for j := uint64(0); j < n && r.err == nil; j++ {
 			sh := r.uvarint()
 			var origin string
@@ -299,6 +329,9 @@ func (s *Session) decodeV2(r *reader, format byte) error {
 			hlc := r.uvarint()
 			if sh >= uint64(UnknownShard) {
 				return fmt.Errorf("shard %d out of range", sh)
+			}
+			if only && uint32(sh) != onlyShard {
+				continue
 			}
 			s.raiseShard(ShardRef{ks, uint32(sh), origin}, hlc)
 		}

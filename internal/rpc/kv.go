@@ -71,6 +71,13 @@ func (s *KV) withRequestID(o *kvv1.WriteOptions) *kvv1.WriteOptions {
 }
 
 func (s *KV) begin(ctx context.Context, h *kvv1.RequestHeader) (*router.Call, error) {
+	return s.beginFor(ctx, h, nil)
+}
+
+// beginFor is begin for a request about key alone (nil: any keys): of a
+// partial session it decodes only the floors of key's shard
+// (causal.DecodeSessionFor).
+func (s *KV) beginFor(ctx context.Context, h *kvv1.RequestHeader, key []byte) (*router.Call, error) {
 	c := &router.Call{Keyspace: DefaultKeyspace, Session: &causal.Session{}}
 	if h == nil {
 		return c, s.router.Arrive(ctx, c)
@@ -81,7 +88,15 @@ func (s *KV) begin(ctx context.Context, h *kvv1.RequestHeader) (*router.Call, er
 	if len(h.Session) > 0 {
 		s.metrics.tokenSize.WithLabelValues("in").Observe(float64(len(h.Session)))
 	}
-	sess, err := causal.DecodeSession(h.Session)
+	decode := causal.DecodeSession
+	if key != nil {
+		if sh, err := s.router.Shard(c.Keyspace, key); err == nil {
+			decode = func(tok []byte) (*causal.Session, error) {
+				return causal.DecodeSessionFor(tok, causal.ShardFilter{Keyspace: c.Keyspace, Shard: sh.ID})
+			}
+		}
+	}
+	sess, err := decode(h.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +228,7 @@ func (s *KV) prepareWrite(ctx context.Context, h *kvv1.RequestHeader, key []byte
 // Get implements kvv1.KVServer.
 func (s *KV) Get(ctx context.Context, req *kvv1.GetRequest) (resp *kvv1.GetResponse, err error) {
 	defer s.metrics.observe("get", time.Now(), &err)
-	c, err := s.begin(ctx, req.Header)
+	c, err := s.beginFor(ctx, req.Header, req.Key)
 	if err == nil {
 		err = errors.Join(s.cfg.Limits.Key(req.Key), Consistency(req.Consistency))
 	}
