@@ -161,7 +161,7 @@ func appendString(b []byte, s string) []byte {
 // MaxSessionKeys floors may have dropped older ones, which that format
 // only accounted for in MaxHLC; its MaxHLC becomes the session's Fallback.
 func DecodeSession(tok []byte) (*Session, error) {
-	return decodeSession(tok, nil)
+	return DecodeSessionFor(tok, nil)
 }
 
 // ShardFilter names the one shard of a keyspace whose shard floors a
@@ -177,13 +177,9 @@ type ShardFilter struct {
 // shard's floors of the keyspace and drops the others (a client sends
 // every shard floor of the keyspace so that it can reuse one encoding for
 // its reads; building them all into the session on every read was a
-// large part of a read's CPU). A full token is decoded whole: the server
-// answers it with the whole updated session.
-func DecodeSessionFor(tok []byte, f ShardFilter) (*Session, error) {
-	return decodeSession(tok, &f)
-}
-
-func decodeSession(tok []byte, filter *ShardFilter) (*Session, error) {
+// large part of a read's CPU). A full token, or a nil filter, is decoded
+// whole: the server answers a full token with the whole updated session.
+func DecodeSessionFor(tok []byte, filter *ShardFilter) (*Session, error) {
 	s := &Session{}
 	if len(tok) == 0 {
 		return s, nil

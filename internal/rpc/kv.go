@@ -88,15 +88,13 @@ func (s *KV) beginFor(ctx context.Context, h *kvv1.RequestHeader, key []byte) (*
 	if len(h.Session) > 0 {
 		s.metrics.tokenSize.WithLabelValues("in").Observe(float64(len(h.Session)))
 	}
-	decode := causal.DecodeSession
+	var filter *causal.ShardFilter
 	if key != nil {
 		if sh, err := s.router.Shard(c.Keyspace, key); err == nil {
-			decode = func(tok []byte) (*causal.Session, error) {
-				return causal.DecodeSessionFor(tok, causal.ShardFilter{Keyspace: c.Keyspace, Shard: sh.ID})
-			}
+			filter = &causal.ShardFilter{Keyspace: c.Keyspace, Shard: sh.ID}
 		}
 	}
-	sess, err := decode(h.Session)
+	sess, err := causal.DecodeSessionFor(h.Session, filter)
 	if err != nil {
 		return nil, err
 	}
