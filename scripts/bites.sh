@@ -39,6 +39,7 @@ BITES=(
   "state-open-reads|./internal/storage|^TestDeferredApplyIsReadBeforeItsCommit\$"
   "state-flush|./internal/storage|^TestDeferredSnapshotHoldsEveryApply\$"
   "state-fail-stop|./internal/storage|^TestDeferredFailedApplyStopsTheDatabase\$"
+  "request-index-rollback|./internal/storage|^TestRequestIndexAfterFailedTransaction\$"
 )
 
 want=("$@")

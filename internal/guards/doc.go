@@ -104,29 +104,36 @@ const (
 	// rolled-back applies go unnoticed and reads serve the state before
 	// them.
 	StateFailStop
+	// RequestIndexRollback drops the in-memory request-id indexes when a
+	// read-write transaction of the state database fails, so they are
+	// rebuilt from what was committed (storage, docs/adr/022); off, an
+	// index keeps what the failed transaction did to it and a retry whose
+	// record is still stored is applied again.
+	RequestIndexRollback
 )
 
 var names = map[Guard]string{
-	ReadBarrier:    "read-barrier",
-	FloorWait:      "floor-wait",
-	WALSync:        "wal-sync",
-	SnapshotSync:   "snapshot-sync",
-	CausalFloor:    "causal-floor",
-	GCFrontier:     "gc-frontier",
-	DependencyWait: "dependency-wait",
-	SessionArrival: "session-arrival",
-	SnapshotCut:    "snapshot-cut",
-	CommitPush:     "commit-push",
-	LeaderToAlive:  "leader-to-alive",
-	RequestDedupe:  "request-dedupe",
-	LateBatch:      "late-batch",
-	LeaderCaughtUp: "leader-caught-up",
-	QuietConfirmed: "quiet-confirmed",
-	QuietCommit:    "quiet-commit",
-	LeaderAppend:   "leader-append",
-	StateOpenReads: "state-open-reads",
-	StateFlush:     "state-flush",
-	StateFailStop:  "state-fail-stop",
+	ReadBarrier:          "read-barrier",
+	FloorWait:            "floor-wait",
+	WALSync:              "wal-sync",
+	SnapshotSync:         "snapshot-sync",
+	CausalFloor:          "causal-floor",
+	GCFrontier:           "gc-frontier",
+	DependencyWait:       "dependency-wait",
+	SessionArrival:       "session-arrival",
+	SnapshotCut:          "snapshot-cut",
+	CommitPush:           "commit-push",
+	LeaderToAlive:        "leader-to-alive",
+	RequestDedupe:        "request-dedupe",
+	LateBatch:            "late-batch",
+	LeaderCaughtUp:       "leader-caught-up",
+	QuietConfirmed:       "quiet-confirmed",
+	QuietCommit:          "quiet-commit",
+	LeaderAppend:         "leader-append",
+	StateOpenReads:       "state-open-reads",
+	StateFlush:           "state-flush",
+	StateFailStop:        "state-fail-stop",
+	RequestIndexRollback: "request-index-rollback",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -139,7 +146,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -130,6 +130,8 @@ type DB struct {
 
 	// def is set when commits are deferred (Derived, CommitInterval).
 	def *deferred
+	// reqIdx indexes the request ids of every shard (requests.go).
+	reqIdx reqIndexes
 
 	reqs      chan *commitReq
 	closing   chan struct{}
@@ -203,11 +205,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		bolt:    b,
 		cfg:     cfg,
 		log:     logger,
-		metrics: newMetrics(reg, b, cfg.Name),
 		reqs:    make(chan *commitReq, cfg.MaxBatch),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	db.metrics = newMetrics(reg, b, cfg.Name, &db.reqIdx)
 	if cfg.Derived && cfg.CommitInterval > 0 {
 		db.def = newDeferred()
 		go db.committer()
@@ -248,13 +250,22 @@ func checkIdentity(b *bolt.DB, id Identity) error {
 			return nil
 		}
 		m := tx.Bucket(bucketMeta)
-		if f := m.Get(metaFormat); !bytes.Equal(f, []byte(fmt.Sprint(formatVersion))) {
+		f := m.Get(metaFormat)
+		v1 := bytes.Equal(f, []byte("1"))
+		if !v1 && !bytes.Equal(f, []byte(fmt.Sprint(formatVersion))) {
 			return fmt.Errorf("%w: on-disk format %q, this build reads %d", ErrForeign, f, formatVersion)
 		}
 		site, node := string(m.Get(metaSite)), string(m.Get(metaNodeID))
 		if site != id.Site || node != id.NodeID {
 			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q",
 				ErrForeign, node, site, id.NodeID, id.Site)
+		}
+		if v1 {
+			// Format 1 keyed request records by client id.
+			if err := migrateRequestsV1(tx); err != nil {
+				return fmt.Errorf("%w: migrating from format 1: %v", ErrCorrupt, err)
+			}
+			return m.Put(metaFormat, []byte(fmt.Sprint(formatVersion)))
 		}
 		return nil
 	})
@@ -334,7 +345,7 @@ func (db *DB) BeginRead() (*Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{btx: btx}, nil
+	return &Tx{btx: btx, db: db}, nil
 }
 
 // Size returns the size of the database file in bytes.
@@ -416,7 +427,7 @@ func (db *DB) commit(batch []*commitReq) {
 	start := time.Now()
 	var failed int = -1
 	err := db.bolt.Update(func(btx *bolt.Tx) error {
-		tx := &Tx{btx: btx}
+		tx := &Tx{btx: btx, db: db}
 		for i, r := range batch {
 			if err := r.fn(tx); err != nil {
 				failed = i
@@ -426,6 +437,9 @@ func (db *DB) commit(batch []*commitReq) {
 		return nil
 	})
 	db.metrics.observeCommit(len(batch), time.Since(start))
+	if err != nil {
+		db.reqIdx.dropAll()
+	}
 	if err == nil {
 		for _, r := range batch {
 			r.done <- nil
@@ -458,5 +472,14 @@ func (db *DB) UpdateAlone(fn func(*Tx) error) error {
 	if db.def != nil {
 		return db.exclusive(fn)
 	}
-	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	return db.update(fn)
+}
+
+// update runs fn in a read-write transaction of its own.
+func (db *DB) update(fn func(*Tx) error) error {
+	err := db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, db: db}) })
+	if err != nil {
+		db.reqIdx.dropAll()
+	}
+	return err
 }

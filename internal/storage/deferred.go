@@ -124,7 +124,7 @@ func (db *DB) ApplyShard(id ShardID, fn func(*ShardTx) error) error {
 		d.wtx, d.since = btx, time.Now()
 		d.signal()
 	}
-	s, err := (&Tx{btx: d.wtx}).Shard(id)
+	s, err := (&Tx{btx: d.wtx, db: db}).Shard(id)
 	if err == nil {
 		err = fn(s)
 	}
@@ -158,6 +158,7 @@ func (d *deferred) signal() {
 // err. REQUIRES: d.mu.
 func (db *DB) failLocked(err error) error {
 	d := db.def
+	db.reqIdx.dropAll()
 	if d.wtx != nil {
 		_ = d.wtx.Rollback()
 		d.wtx, d.pending = nil, 0
@@ -254,13 +255,13 @@ func (db *DB) ViewShard(id ShardID, fn func(*ShardTx) error) error {
 			if d.wtx != nil {
 				defer d.mu.Unlock()
 				db.metrics.openTxReads.Inc()
-				return fn(shardOf(d.wtx, id))
+				return fn(db.shardOf(d.wtx, id))
 			}
 			// Committed since the check: a read-only transaction sees it.
 			d.mu.Unlock()
 		}
 	}
-	return db.view(func(tx *Tx) error { return fn(shardOf(tx.btx, id)) })
+	return db.view(func(tx *Tx) error { return fn(db.shardOf(tx.btx, id)) })
 }
 
 // ViewShardLong is ViewShard for reads that take long or call out while
@@ -269,16 +270,18 @@ func (db *DB) ViewShard(id ShardID, fn func(*ShardTx) error) error {
 // read-only transaction of its own, so that the applies of every shard go
 // on meanwhile.
 func (db *DB) ViewShardLong(id ShardID, fn func(*ShardTx) error) error {
-	return db.View(func(tx *Tx) error { return fn(shardOf(tx.btx, id)) })
+	return db.View(func(tx *Tx) error { return fn(db.shardOf(tx.btx, id)) })
 }
 
-// shardOf opens shard id's buckets for reading, in any transaction.
-func shardOf(btx *bolt.Tx, id ShardID) *ShardTx {
+// shardOf opens shard id's buckets for reading, in any transaction (db
+// may be nil).
+func (db *DB) shardOf(btx *bolt.Tx, id ShardID) *ShardTx {
 	b := btx.Bucket(id.bucket())
 	if b == nil {
 		return &ShardTx{}
 	}
-	return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound)}
+	return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound),
+		db: db, id: id, writable: btx.Writable()}
 }
 
 // view runs fn in a read-only transaction.
@@ -289,7 +292,7 @@ func (db *DB) view(fn func(*Tx) error) error {
 	if err := db.Err(); err != nil {
 		return err
 	}
-	err := db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	err := db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, db: db}) })
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
@@ -308,7 +311,7 @@ func (db *DB) exclusive(fn func(*Tx) error) error {
 	if db.closed() {
 		return ErrClosed
 	}
-	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	return db.update(fn)
 }
 
 // closeDeferred stops the committer and commits the open transaction.

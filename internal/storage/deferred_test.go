@@ -40,7 +40,7 @@ func committedHas(t *testing.T, db *DB, id ShardID, key string) bool {
 	t.Helper()
 	var found bool
 	if err := db.view(func(tx *Tx) error {
-		_, ok, err := shardOf(tx.btx, id).Latest([]byte(key), false)
+		_, ok, err := db.shardOf(tx.btx, id).Latest([]byte(key), false)
 		found = ok
 		return err
 	}); err != nil {

@@ -57,8 +57,9 @@ var (
 	stateOutBytes = []byte("outbound_bytes")
 )
 
-// formatVersion is the on-disk format this build writes and reads.
-const formatVersion = 1
+// formatVersion is the on-disk format this build writes and reads. Format
+// 1 (request records keyed by client id) is migrated at Open.
+const formatVersion = 2
 
 // MVCC data keys, one per version:
 //
@@ -227,14 +228,6 @@ func canonicalValue(v []byte) []byte {
 		return append(out, v[9:]...)
 	}
 	return v
-}
-
-// requestKey encodes a request id: client id ‖ 0x00 ‖ seq (8 bytes BE).
-func requestKey(clientID string, seq uint64) []byte {
-	b := make([]byte, 0, len(clientID)+9)
-	b = append(b, clientID...)
-	b = append(b, 0)
-	return binary.BigEndian.AppendUint64(b, seq)
 }
 
 // ValidSiteName reports whether s may name a site: 1 to 63 characters of

@@ -371,22 +371,30 @@ func TestValueEncoding(t *testing.T) {
 
 func TestRequestKeyDistinct(t *testing.T) {
 	seen := map[string]string{}
-	for _, c := range []string{"", "a", "ab", "client-1"} {
-		for _, seq := range []uint64{0, 1, 256, math.MaxUint64} {
-			k := string(requestKey(c, seq))
-			id := fmt.Sprintf("%q#%d", c, seq)
-			if prev, ok := seen[k]; ok {
-				t.Fatalf("requestKey collision: %s and %s", prev, id)
-			}
-			seen[k] = id
-			if len(k) != len(c)+9 {
-				t.Fatalf("requestKey(%q, %d) has length %d", c, seq, len(k))
+	for _, hlc := range []uint64{0, 7, math.MaxUint64} {
+		for _, c := range []string{"", "a", "ab", "client-1", "with\x00zero"} {
+			for _, seq := range []uint64{0, 1, 256, math.MaxUint64} {
+				k := requestKey(hlc, c, seq)
+				id := fmt.Sprintf("%d/%q#%d", hlc, c, seq)
+				if prev, ok := seen[string(k)]; ok {
+					t.Fatalf("requestKey collision: %s and %s", prev, id)
+				}
+				seen[string(k)] = id
+				h, client, sq, err := decodeRequestKey(k)
+				if err != nil || h != hlc || string(client) != c || sq != seq {
+					t.Fatalf("decodeRequestKey(requestKey(%s)) = %d %q %d %v", id, h, client, sq, err)
+				}
 			}
 		}
 	}
-	// Sequence numbers of one client sort numerically.
-	if bytes.Compare(requestKey("c", 255), requestKey("c", 256)) >= 0 {
-		t.Fatal("request keys of one client do not sort by seq")
+	// Records sort in commit order (by hlc), whatever their client.
+	if bytes.Compare(requestKey(1, "zzz", 9), requestKey(2, "a", 1)) >= 0 {
+		t.Fatal("request keys do not sort by hlc")
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 16), append(make([]byte, 9), 1, 0, 0, 0, 0, 0, 0, 0, 0)} {
+		if _, _, _, err := decodeRequestKey(bad); !errors.Is(err, ErrBadEncoding) {
+			t.Fatalf("decodeRequestKey(%x) err = %v, want ErrBadEncoding", bad, err)
+		}
 	}
 }
 

@@ -13,7 +13,7 @@ type metrics struct {
 	openTxReads   prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
+func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string, reqIdx *reqIndexes) *metrics {
 	labels := prometheus.Labels{"db": name}
 	m := &metrics{
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -44,7 +44,12 @@ func newMetrics(reg prometheus.Registerer, b *bolt.DB, name string) *metrics {
 				var n int64
 				_ = b.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 				return float64(n)
-			}))
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Namespace: "causeway", Subsystem: "storage", Name: "request_ids",
+				Help:        "Request ids held in the in-memory indexes of the shard replicas (one per write remembered for deduplication).",
+				ConstLabels: labels,
+			}, func() float64 { return float64(reqIdx.size()) }))
 	}
 	return m
 }

@@ -14,6 +14,7 @@ import (
 // Tx is a storage transaction, read-only or read-write.
 type Tx struct {
 	btx *bolt.Tx
+	db  *DB // nil in a transaction of no DB (tests of the encoding)
 }
 
 // Rollback ends a transaction started with DB.BeginRead.
@@ -58,22 +59,22 @@ func (r Record) StampOrHLC() uint64 {
 type ShardTx struct {
 	data, state, reqs *bolt.Bucket // nil when the shard does not exist (read-only)
 	out               *bolt.Bucket // the outbound log; nil as above, or in a read-only transaction on a shard that never had one
+
+	db       *DB // for the request-id index (requests.go); nil: none
+	id       ShardID
+	writable bool
 }
 
 // Shard opens id's buckets, creating them in a read-write transaction.
 func (tx *Tx) Shard(id ShardID) (*ShardTx, error) {
 	if !tx.btx.Writable() {
-		b := tx.btx.Bucket(id.bucket())
-		if b == nil {
-			return &ShardTx{}, nil
-		}
-		return &ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound)}, nil
+		return tx.db.shardOf(tx.btx, id), nil
 	}
 	b, err := tx.btx.CreateBucketIfNotExists(id.bucket())
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
-	s := &ShardTx{}
+	s := &ShardTx{db: tx.db, id: id, writable: true}
 	for _, p := range []struct {
 		name []byte
 		dst  **bolt.Bucket
@@ -256,24 +257,6 @@ func (s *ShardTx) SetOrigin(origin string, p Progress) error {
 	return s.state.Put(append(bytes.Clone(stateOrigin), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
 }
 
-// Request returns the outcome recorded for a request id.
-func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool) {
-	if s.reqs == nil {
-		return nil, false
-	}
-	v := s.reqs.Get(requestKey(clientID, seq))
-	if len(v) < 8 {
-		return nil, false
-	}
-	return bytes.Clone(v[8:]), true
-}
-
-// PutRequest records the outcome of a request id applied at hlc.
-func (s *ShardTx) PutRequest(clientID string, seq, hlc uint64, outcome []byte) error {
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(outcome)), hlc)
-	return s.reqs.Put(requestKey(clientID, seq), append(v, outcome...))
-}
-
 // Collect garbage-collects versions: a version is removed when a newer
 // version of its key has hlc <= cutoff (it has been shadowed for the whole
 // retention window), and a newest version that is a tombstone with hlc <=
@@ -302,18 +285,9 @@ func (s *ShardTx) HasGarbage(cutoff, reqCutoff uint64) (bool, error) {
 func (s *ShardTx) collect(cutoff, reqCutoff uint64, start []byte, maxKeys int, dry bool) (next []byte, removed int, err error) {
 	if start == nil {
 		// Request ids are swept once per full pass, at its beginning.
-		c := s.reqs.Cursor()
-		for k, v := c.First(); k != nil; {
-			if len(v) >= 8 && binary.BigEndian.Uint64(v[:8]) <= reqCutoff {
-				if dry {
-					return nil, 1, nil
-				}
-				if k, v, err = deleteAt(c, k); err != nil {
-					return nil, 0, err
-				}
-				continue
-			}
-			k, v = c.Next()
+		found, err := s.collectRequests(reqCutoff, dry)
+		if err != nil || (found && dry) {
+			return nil, boolInt(found), err
 		}
 	}
 	c := s.data.Cursor()
@@ -399,6 +373,9 @@ func putUint64(b *bolt.Bucket, k []byte, n uint64) error {
 // DropShard deletes every bucket of shard id (its versions, state and
 // request ids). Used when the replica moves off this node.
 func (tx *Tx) DropShard(id ShardID) error {
+	if tx.db != nil {
+		tx.db.reqIdx.drop(id)
+	}
 	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
 	}
@@ -409,8 +386,15 @@ func (tx *Tx) DropShard(id ShardID) error {
 func (tx *Tx) ForEachShard(fn func(*ShardTx)) {
 	_ = tx.btx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		if len(name) > len(prefixShard) && string(name[:len(prefixShard)]) == prefixShard {
-			fn(&ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound)})
+			fn(&ShardTx{data: b.Bucket(bucketData), state: b.Bucket(bucketState), reqs: b.Bucket(bucketRequests), out: b.Bucket(bucketOutbound), writable: tx.btx.Writable()})
 		}
 		return nil
 	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

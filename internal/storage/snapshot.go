@@ -15,13 +15,19 @@ import (
 // Shard snapshot stream:
 //
 //	"CWSNAP" format(1 byte)
-//	records: tag(1 byte: 1 data, 2 state, 3 requests) | klen uvarint | key | vlen uvarint | value
+//	records: tag(1 byte: 1 data, 2 state, 3 requests, 4 outbound) | klen uvarint | key | vlen uvarint | value
+//
+// Format 2 holds request records as stored since on-disk format 2 (keys in
+// commit order, requests.go); a format-1 stream (client id ‖ 0x00 ‖ seq →
+// hlc ‖ outcome) is converted as it is restored.
+//
 //	tag 0 | crc32c (4 bytes BE) of every byte before it
 const (
-	snapMagic  = "CWSNAP"
-	snapFormat = 1
-	tagEnd     = 0
-	maxSnapKV  = 64 << 20
+	snapMagic   = "CWSNAP"
+	snapFormat  = 2
+	tagRequests = 3
+	tagEnd      = 0
+	maxSnapKV   = 64 << 20
 )
 
 // ErrBadSnapshot is returned by RestoreShard for a damaged stream.
@@ -76,8 +82,12 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 	if _, err := io.ReadFull(tr, head); err != nil || string(head[:len(snapMagic)]) != snapMagic {
 		return fmt.Errorf("%w: missing header", ErrBadSnapshot)
 	}
-	if head[len(snapMagic)] != snapFormat {
-		return fmt.Errorf("%w: format %d", ErrBadSnapshot, head[len(snapMagic)])
+	format := head[len(snapMagic)]
+	if format != snapFormat && format != 1 {
+		return fmt.Errorf("%w: format %d", ErrBadSnapshot, format)
+	}
+	if tx.db != nil {
+		tx.db.reqIdx.drop(id)
 	}
 	if err := tx.btx.DeleteBucket(id.bucket()); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 		return err
@@ -109,6 +119,12 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 		v, err := readChunk(bb)
 		if err != nil {
 			return err
+		}
+		if tag == tagRequests && format == 1 {
+			if len(v) < 8 {
+				return fmt.Errorf("%w: request record of %d bytes", ErrBadSnapshot, len(v))
+			}
+			k, v = append(v[:8:8], k...), v[8:]
 		}
 		if err := dst[tag].Put(k, v); err != nil {
 			return err

@@ -97,7 +97,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	neighbourBefore := dumpShard(t, dst, neighbour)
 
 	stream := snapshot(t, src, testShard)
-	if !bytes.HasPrefix(stream, []byte("CWSNAP\x01")) {
+	if !bytes.HasPrefix(stream, []byte("CWSNAP\x02")) {
 		t.Fatalf("stream starts with %q", stream[:min(7, len(stream))])
 	}
 	if err := restore(dst, testShard, stream); err != nil {
@@ -331,15 +331,15 @@ func TestRestoreBadHeader(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"wrong magic", append([]byte("XWSNAP"), good[6:]...)},
-		{"format 2", append([]byte("CWSNAP\x02"), good[7:]...)},
+		{"format 3", append([]byte("CWSNAP\x03"), good[7:]...)},
 		{"format 0", append([]byte("CWSNAP\x00"), good[7:]...)},
-		{"header only", []byte("CWSNAP\x01")},
-		{"unknown tag", []byte("CWSNAP\x01\x04\x01k\x01v\x00\x00\x00\x00\x00")},
-		{"huge length", []byte("CWSNAP\x01\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")},
-		{"length over limit", append([]byte("CWSNAP\x01\x01"), 0x81, 0x80, 0x80, 0x20)}, // 64 MiB + 1
-		{"no checksum", []byte("CWSNAP\x01\x00")},
-		{"short checksum", []byte("CWSNAP\x01\x00\x01\x02")},
-		{"wrong checksum", []byte("CWSNAP\x01\x00\x00\x00\x00\x00")},
+		{"header only", []byte("CWSNAP\x02")},
+		{"unknown tag", []byte("CWSNAP\x02\x05\x01k\x01v\x00\x00\x00\x00\x00")},
+		{"huge length", []byte("CWSNAP\x02\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")},
+		{"length over limit", append([]byte("CWSNAP\x02\x01"), 0x81, 0x80, 0x80, 0x20)}, // 64 MiB + 1
+		{"no checksum", []byte("CWSNAP\x02\x00")},
+		{"short checksum", []byte("CWSNAP\x02\x00\x01\x02")},
+		{"wrong checksum", []byte("CWSNAP\x02\x00\x00\x00\x00\x00")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
