@@ -281,27 +281,7 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 // A database of format 1 is migrated at Open: its request ids are found
 // afterwards, and it is marked format 2.
 func TestOpenMigratesFormat1(t *testing.T) {
-	cfg := testConfig(t)
-	db := openDB(t, cfg)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := bolt.Open(cfg.Path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketMeta).Put(metaFormat, []byte("1")); err != nil {
-			return err
-		}
-		sb, err := tx.CreateBucket(testShard.bucket())
-		if err != nil {
-			return err
-		}
-		rb, err := sb.CreateBucket(bucketRequests)
-		if err != nil {
-			return err
-		}
+	cfg := format1File(t, func(rb *bolt.Bucket) error {
 		for seq := uint64(1); seq <= 3; seq++ {
 			k := binary.BigEndian.AppendUint64([]byte("c\x00"), seq)
 			if err := rb.Put(k, append(binary.BigEndian.AppendUint64(nil, 10*seq), fmt.Sprint("o", seq)...)); err != nil {
@@ -309,13 +289,8 @@ func TestOpenMigratesFormat1(t *testing.T) {
 			}
 		}
 		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, cfg)
+	})
+	db := openDB(t, cfg)
 	for seq := uint64(1); seq <= 3; seq++ {
 		if out, ok := lookupInUpdate(t, db, testShard, "c", seq); !ok || out != fmt.Sprint("o", seq) {
 			t.Fatalf("Request(c, %d) = %q %v", seq, out, ok)
@@ -340,35 +315,26 @@ func TestOpenMigratesFormat1(t *testing.T) {
 // A damaged format-1 request record fails the migration: the file is
 // refused, not half converted.
 func TestOpenRefusesDamagedFormat1(t *testing.T) {
-	cfg := testConfig(t)
-	db := openDB(t, cfg)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	cfg := format1File(t, func(rb *bolt.Bucket) error {
+		return rb.Put([]byte("c\x00\x00\x00\x00\x00\x00\x00\x00\x01"), []byte("short"))
+	})
+	if _, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
 	}
 	b, err := bolt.Open(cfg.Path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketMeta).Put(metaFormat, []byte("1")); err != nil {
-			return err
+	defer func() { _ = b.Close() }()
+	_ = b.View(func(tx *bolt.Tx) error {
+		if f := tx.Bucket(bucketMeta).Get(metaFormat); string(f) != "1" {
+			t.Errorf("format %q after a refused migration, want 1", f)
 		}
-		sb, err := tx.CreateBucket(testShard.bucket())
-		if err != nil {
-			return err
+		if k, _ := tx.Bucket(testShard.bucket()).Bucket(bucketRequests).Cursor().First(); string(k[:1]) != "c" {
+			t.Errorf("record %x rewritten by a refused migration", k)
 		}
-		rb, err := sb.CreateBucket(bucketRequests)
-		if err != nil {
-			return err
-		}
-		return rb.Put([]byte("c\x00\x00\x00\x00\x00\x00\x00\x00\x01"), []byte("short"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	_ = b.Close()
-	if _, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Open = %v, want ErrCorrupt", err)
-	}
+		return nil
+	})
 }
 
 // BenchmarkRequestIndexMemory reports the heap the index takes per request
@@ -392,4 +358,37 @@ func BenchmarkRequestIndexMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/id")
 		runtime.KeepAlive(x)
 	}
+}
+
+// format1File makes a database file of format 1 whose test shard's
+// requests bucket fill fills, and returns its configuration.
+func format1File(t *testing.T, fill func(*bolt.Bucket) error) Config {
+	t.Helper()
+	cfg := testConfig(t)
+	db := openDB(t, cfg)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bolt.Open(cfg.Path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close() }()
+	if err := b.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(metaFormat, []byte("1")); err != nil {
+			return err
+		}
+		sb, err := tx.CreateBucket(testShard.bucket())
+		if err != nil {
+			return err
+		}
+		rb, err := sb.CreateBucket(bucketRequests)
+		if err != nil {
+			return err
+		}
+		return fill(rb)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
