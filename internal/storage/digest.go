@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
@@ -119,7 +120,7 @@ func (s *ShardTx) Digest() (Digest, error) {
 		d.Slots = h.sums()
 	}
 	if s.reqs != nil {
-		d.Requests = hashBucket(s.reqs)
+		d.Requests = hashRequests(s.reqs)
 	}
 	if s.state != nil {
 		h := xxhash.New()
@@ -236,6 +237,33 @@ func hashBucket(b *bolt.Bucket) uint64 {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		writeEntry(h, k, v)
+	}
+	return h.Sum64()
+}
+
+// hashRequests hashes the request records as format 1 stored them, in
+// their order: client id ‖ 0x00 ‖ seq → hlc ‖ outcome. The digest is thus
+// the same whatever the layout, and replicas of two versions compare alike
+// during a rolling upgrade (docs/adr/022). A record that does not decode
+// is hashed as stored, so it changes the digest instead of failing it.
+func hashRequests(b *bolt.Bucket) uint64 {
+	type entry struct{ k, v []byte }
+	var es []entry
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		hlc, client, seq, err := decodeRequestKey(k)
+		if err != nil {
+			es = append(es, entry{bytes.Clone(k), bytes.Clone(v)})
+			continue
+		}
+		ok := append(append(make([]byte, 0, len(client)+9), client...), 0)
+		ov := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(v)), hlc)
+		es = append(es, entry{binary.BigEndian.AppendUint64(ok, seq), append(ov, v...)})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+	h := xxhash.New()
+	for _, e := range es {
+		writeEntry(h, e.k, e.v)
 	}
 	return h.Sum64()
 }

@@ -279,18 +279,38 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 }
 
 // A database of format 1 is migrated at Open: its request ids are found
-// afterwards, and it is marked format 2.
+// afterwards, it is marked format 2, and its digest of the request ids is
+// the one format 1 computed (replicas of both versions compare alike).
 func TestOpenMigratesFormat1(t *testing.T) {
+	var v1Digest uint64
 	cfg := format1File(t, func(rb *bolt.Bucket) error {
 		for seq := uint64(1); seq <= 3; seq++ {
-			k := binary.BigEndian.AppendUint64([]byte("c\x00"), seq)
-			if err := rb.Put(k, append(binary.BigEndian.AppendUint64(nil, 10*seq), fmt.Sprint("o", seq)...)); err != nil {
-				return err
+			for _, c := range []string{"c", "b"} {
+				// Client b's later seqs have the smaller hlcs: the
+				// orders of the two formats differ.
+				k := binary.BigEndian.AppendUint64([]byte(c+"\x00"), seq)
+				hlc := 10 * seq
+				if c == "b" {
+					hlc = 100 - seq
+				}
+				if err := rb.Put(k, append(binary.BigEndian.AppendUint64(nil, hlc), fmt.Sprint("o", seq)...)); err != nil {
+					return err
+				}
 			}
 		}
+		v1Digest = hashBucket(rb)
 		return nil
 	})
 	db := openDB(t, cfg)
+	view(t, db, testShard, func(s *ShardTx) {
+		d, err := s.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Requests != v1Digest {
+			t.Errorf("request digest %x after migration, format 1 had %x", d.Requests, v1Digest)
+		}
+	})
 	for seq := uint64(1); seq <= 3; seq++ {
 		if out, ok := lookupInUpdate(t, db, testShard, "c", seq); !ok || out != fmt.Sprint("o", seq) {
 			t.Fatalf("Request(c, %d) = %q %v", seq, out, ok)
