@@ -77,6 +77,13 @@ func TestGrowFromOneNodeSurvivesAKill(t *testing.T) {
 	} {
 		t.Run(point.name, func(t *testing.T) {
 			c := New(t, 1, nil)
+			t.Cleanup(func() {
+				if t.Failed() {
+					// What the catalog placed where, for a shard that
+					// stayed unwritable.
+					t.Logf("placement at the failure: %v", c.Map().Shards)
+				}
+			})
 			w := startWriters(c, 4)
 			defer func() { w.stop(); w.wg.Wait() }()
 			w.waitProgress(t, 50, 30*time.Second)
