@@ -763,32 +763,146 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 		}
 		return step()
 	case placement.StepRemove:
+		if survivor, ok := c.promotionCutShort(ctx, st, s); ok {
+			return c.recover(ctx, st, placement.Step{Shard: s.Shard, Kind: placement.StepRecover, Node: survivor})
+		}
 		if err := c.deps.Shards.Remove(ctx, s.Shard, replicas, node); err != nil {
 			return err
 		}
 		return step()
 	case placement.StepRecover:
-		// Raft first: the survivor goes on alone (it refuses unless its
-		// configuration is exactly the two voters of the map) in a new
-		// generation, then the map drops the lost voter and starts that
-		// generation. Repeating it after a failure between the two is
-		// harmless.
-		gen := st.Map.Generation(s.Shard) + 1
-		for _, r := range st.Map.Shards[s.Shard] {
-			if r.Node == s.Node {
-				continue
-			}
-			c.log.Warn("a two-voter group lost a voter: the survivor goes on alone", "shard", s.Shard.String(), "survivor", s.Node, "lost", r.Node, "generation", gen)
-			if err := c.deps.Shards.RecoverAlone(ctx, s.Shard, node, []string{string(r.Node)}, false, gen); err != nil {
-				return err
-			}
-		}
-		return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
-			Shard: &peerv1.ShardRef{Keyspace: s.Shard.Keyspace, Shard: s.Shard.ID},
-			Kind:  int32(s.Kind), NodeId: string(s.Node), Generation: gen,
-		}}})
+		return c.recover(ctx, st, s)
 	}
 	return fmt.Errorf("catalog: unknown step kind %v", s.Kind)
+}
+
+// promotionCutShort reports whether s removes a learner on a dead node
+// that its group's only voter had begun to promote: the map holds the
+// learner until raft finished the promotion, so a death in between leaves
+// a raft configuration of two voters, one dead, behind a map of one
+// (docs/adr/023). No leader can remove the learner then; the voter must go
+// on alone, and survivor names it.
+func (c *Catalog) promotionCutShort(ctx context.Context, st State, s placement.Step) (survivor placement.NodeID, ok bool) {
+	reps := st.Map.Shards[s.Shard]
+	var voters []placement.NodeID
+	learner := false
+	for _, r := range reps {
+		if r.Voter {
+			voters = append(voters, r.Node)
+		} else if r.Node == s.Node {
+			learner = true
+		}
+	}
+	if !learner || len(voters) != 1 || !c.deadPastGrace(string(s.Node)) {
+		return "", false
+	}
+	n, ok := st.Nodes[string(voters[0])]
+	if !ok {
+		return "", false
+	}
+	sv, err := c.deps.Shards.Status(ctx, s.Shard, n)
+	if err != nil || !slices.Contains(sv.Voters, string(s.Node)) {
+		return "", false
+	}
+	return voters[0], true
+}
+
+// deadPastGrace reports whether gossip has reported node down for longer
+// than the dead grace.
+func (c *Catalog) deadPastGrace(node string) bool {
+	_, downSince := c.deps.Members.Alive()
+	since, down := downSince[node]
+	return down && time.Since(since) > c.cfg.DeadGrace
+}
+
+// recover carries out a StepRecover: a group of at most two voters lost
+// one, and the survivor s.Node goes on alone (docs/adr/013, 023). Raft
+// first: the catalog asks every replica that is not dead what raft
+// configuration it holds (recoveryLost), the survivor goes on alone in a
+// new generation (it refuses unless its configuration is two voters,
+// itself and a lost one, and otherwise non-voters given up), then the map
+// drops the other replicas and starts that generation. Repeating it after
+// a failure between the two is harmless.
+func (c *Catalog) recover(ctx context.Context, st State, s placement.Step) error {
+	node, ok := st.Nodes[string(s.Node)]
+	if !ok {
+		return fmt.Errorf("catalog: recover %s: unknown node %s", s.Shard, s.Node)
+	}
+	sv, err := c.deps.Shards.Status(ctx, s.Shard, node)
+	if err != nil {
+		return fmt.Errorf("catalog: recover %s: status of the survivor %s: %w", s.Shard, s.Node, err)
+	}
+	others := map[string]ReplicaStatus{}
+	var mapped []string
+	for _, r := range st.Map.Shards[s.Shard] {
+		if r.Node == s.Node {
+			continue
+		}
+		mapped = append(mapped, string(r.Node))
+		if c.deadPastGrace(string(r.Node)) {
+			continue
+		}
+		n, ok := st.Nodes[string(r.Node)]
+		if !ok {
+			return fmt.Errorf("catalog: recover %s: unknown node %s", s.Shard, r.Node)
+		}
+		rs, err := c.deps.Shards.Status(ctx, s.Shard, n)
+		if err != nil {
+			return fmt.Errorf("catalog: recover %s: the configuration %s holds: %w", s.Shard, r.Node, err)
+		}
+		others[string(r.Node)] = rs
+	}
+	lost, err := recoveryLost(string(s.Node), sv, mapped, others)
+	if err != nil {
+		return fmt.Errorf("catalog: recover %s: %w", s.Shard, err)
+	}
+	gen := st.Map.Generation(s.Shard) + 1
+	c.log.Warn("a group lost a voter of two: the survivor goes on alone", "shard", s.Shard.String(), "survivor", s.Node, "lost", lost, "generation", gen)
+	if err := c.deps.Shards.RecoverAlone(ctx, s.Shard, node, lost, false, gen); err != nil {
+		return err
+	}
+	return c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
+		Shard: &peerv1.ShardRef{Keyspace: s.Shard.Keyspace, Shard: s.Shard.ID},
+		Kind:  int32(placement.StepRecover), NodeId: string(s.Node), Generation: gen,
+	}}})
+}
+
+// ErrUnsafeRecovery: a replica holds a raft configuration the survivor of
+// a recovery lacks, under which entries may have committed without it.
+var ErrUnsafeRecovery = errors.New("catalog: recovery is not safe")
+
+// recoveryLost returns what a survivor of a group of at most two voters
+// gives up when it goes on alone: the other replicas of the map (mapped)
+// and every other server of its own latest configuration. It fails unless
+// that configuration has the survivor and at most one other voter, and no
+// replica that answered (others, by node) holds a configuration with a
+// voter the survivor's lacks. Such a replica was promoted by a
+// configuration the survivor never received, under which the lost voter
+// and it could have committed entries without the survivor; raft's
+// single-server changes make every other configuration either the
+// survivor's or older (docs/adr/023).
+func recoveryLost(survivor string, sv ReplicaStatus, mapped []string, others map[string]ReplicaStatus) ([]string, error) {
+	if !sv.Hosted {
+		return nil, fmt.Errorf("%w: %s holds no replica", ErrUnsafeRecovery, survivor)
+	}
+	if !slices.Contains(sv.Voters, survivor) || len(sv.Voters) > 2 {
+		return nil, fmt.Errorf("%w: the survivor %s's configuration has voters %v", ErrUnsafeRecovery, survivor, sv.Voters)
+	}
+	for _, id := range slices.Sorted(maps.Keys(others)) {
+		for _, v := range others[id].Voters {
+			if !slices.Contains(sv.Voters, v) {
+				return nil, fmt.Errorf("%w: %s's configuration makes %s a voter, the survivor %s's (voters %v) does not", ErrUnsafeRecovery, id, v, survivor, sv.Voters)
+			}
+		}
+	}
+	lost := slices.Clone(mapped)
+	for _, id := range slices.Concat(sv.Voters, sv.Learners) {
+		if id != survivor && !slices.Contains(lost, id) {
+			lost = append(lost, id)
+		}
+	}
+	slices.Sort(lost)
+	return lost, nil
 }
 
 // waitHosted waits until n has opened its replica of s at generation gen

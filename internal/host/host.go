@@ -246,8 +246,8 @@ func (h *Host) openWith(s placement.Shard, reps []placement.Replica, gen uint64,
 // group, giving up opts.Lost, and starts generation gen of the shard
 // (placement.StepRecover, docs/adr/013; placement.StepForceRecover,
 // docs/adr/014). Without opts.Force the replica refuses
-// (shard.ErrUnsafeRecovery) unless its configuration is exactly two
-// voters, itself and a lost one; with it, unless its configuration holds
+// (shard.ErrUnsafeRecovery) unless its configuration is two voters,
+// itself and a lost one, and otherwise non-voters of opts.Lost; with it, unless its configuration holds
 // itself and otherwise only servers of opts.Lost. A refused replica is
 // reopened as it was.
 func (h *Host) RecoverAlone(s placement.Shard, opts recovery.Options, gen uint64) error {

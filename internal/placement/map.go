@@ -203,8 +203,11 @@ func (m *Map) Apply(s Step) error {
 			next = nil
 		}
 	case StepRecover:
-		if i < 0 || !reps[i].Voter || len(reps) != 2 || voters(reps) != 2 {
-			return fmt.Errorf("%w: %v: recovery needs exactly two voters, the node one of them", ErrInvalidStep, s)
+		// Two voters, or one whose promotion of a learner was cut short
+		// (docs/adr/023); learners go with the lost voter: the survivor
+		// goes on alone in a new generation.
+		if i < 0 || !reps[i].Voter || voters(reps) > 2 {
+			return fmt.Errorf("%w: %v: recovery needs at most two voters, the node one of them", ErrInvalidStep, s)
 		}
 		next = []Replica{reps[i]}
 	case StepForceRecover:

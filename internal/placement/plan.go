@@ -29,11 +29,15 @@ const (
 // for which no node is eligible. A shard whose live voters are not a
 // majority of its voters (see LostQuorum) is left alone too, except:
 //
-//  0. A group of exactly two voters and no learner, one of them on a dead
-//     node, is recovered: the live voter goes on alone (StepRecover). Both
+//  0. A group of exactly two voters, one of them on a dead node, whose
+//     learners are all live, is recovered: the live voter goes on alone
+//     (StepRecover), the learners given up with the lost voter. Both
 //     voters acknowledged every entry committed since the second one was
 //     promoted, and it had the log before that, so the survivor holds every
-//     committed entry. Rules 1-4 then bring the group back to the target.
+//     committed entry, provided no learner was promoted by a configuration
+//     the survivor lacks: the driver asks the live learners before it
+//     recovers (docs/adr/013, 023). Rules 1-4 then bring the group back to
+//     the target.
 //
 // For every other shard the rules, in order:
 //
@@ -104,15 +108,25 @@ func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (st
 		return Step{}, 0, false
 	}
 	if !hasQuorum(reps, live) {
-		// Rule 0: a group of exactly two voters and nothing else, one of
-		// them dead, goes on with the live one alone. Any other lost
-		// quorum is left to the operator.
-		if len(reps) == 2 && reps[0].Voter && reps[1].Voter && live[reps[0].Node] != live[reps[1].Node] {
-			n := reps[0].Node
-			if !live[n] {
-				n = reps[1].Node
+		// Rule 0: a group of exactly two voters, one of them dead, and
+		// only live learners goes on with the live voter alone. Any other
+		// lost quorum is left to the operator.
+		var survivor NodeID
+		voters, dead := 0, 0
+		for _, r := range reps {
+			switch {
+			case r.Voter && live[r.Node]:
+				survivor = r.Node
+				voters++
+			case r.Voter:
+				voters++
+				dead++
+			case !live[r.Node]:
+				dead++
 			}
-			return Step{Shard: s, Kind: StepRecover, Node: n}, prioRecover, true
+		}
+		if voters == 2 && dead == 1 && survivor != "" {
+			return Step{Shard: s, Kind: StepRecover, Node: survivor}, prioRecover, true
 		}
 		return Step{}, 0, false
 	}

@@ -56,10 +56,14 @@ type Result struct {
 // entry with its own vote.
 //
 // Without opts.Force it is safe only when the configuration being replaced
-// has exactly two voters, self and a lost one, and nothing else: every
-// entry committed under it was stored by both voters, and self had the log
-// before it was promoted, so self holds every committed entry
-// (docs/adr/013). Any other configuration fails with ErrUnsafe. With
+// has exactly two voters, self and a lost one, and otherwise only
+// non-voters named lost: every entry committed under it was stored by both
+// voters (non-voters count in no quorum), and self had the log before it
+// was promoted, so self holds every committed entry (docs/adr/013). That
+// needs no other replica to hold a newer configuration that made one of
+// those non-voters a voter; the caller checks it (the site catalog asks
+// every live replica, docs/adr/023). Any other configuration fails with
+// ErrUnsafe. With
 // opts.Force the configuration may be anything that holds self and
 // otherwise only servers named lost. A configuration that already is self
 // alone is left as it is.
@@ -88,7 +92,7 @@ func Alone(logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore
 	switch {
 	case !selfMember:
 		return res, fmt.Errorf("%w: %s is not in its group's configuration %v", ErrUnsafe, self, cur.Servers)
-	case !opts.Force && (!selfVoter || voters != 2 || len(cur.Servers) != 2):
+	case !opts.Force && (!selfVoter || voters != 2):
 		return res, fmt.Errorf("%w: the configuration is %v, not two voters of which this is one", ErrUnsafe, cur.Servers)
 	}
 	last, err := logs.LastIndex()

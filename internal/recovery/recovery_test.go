@@ -36,7 +36,8 @@ func logWith(t *testing.T, servers ...raft.Server) *raft.InmemStore {
 }
 
 // TestAlone: without force only a two-voter group that lost the other
-// voter goes on alone (docs/adr/013); with force any configuration does
+// voter goes on alone, giving up its learners too when they are named
+// lost (docs/adr/013, 023); with force any configuration does
 // that holds the replica and otherwise only servers named lost
 // (docs/adr/014). A refusal writes nothing; a repeated recovery writes
 // nothing more.
@@ -52,6 +53,8 @@ func TestAlone(t *testing.T) {
 		{"three voters", []raft.Server{voter("a"), voter("b"), voter("c")}, []string{"b"}, false, false},
 		{"three voters, two named lost", []raft.Server{voter("a"), voter("b"), voter("c")}, []string{"b", "c"}, false, false},
 		{"a learner besides", []raft.Server{voter("a"), voter("b"), learner("c")}, []string{"b"}, false, false},
+		{"a learner besides, named lost", []raft.Server{voter("a"), voter("b"), learner("c")}, []string{"b", "c"}, false, true},
+		{"three voters and a learner, all named lost", []raft.Server{voter("a"), voter("b"), voter("c"), learner("d")}, []string{"b", "c", "d"}, false, false},
 		{"the other voter not lost", []raft.Server{voter("a"), voter("c")}, []string{"b"}, false, false},
 		{"self a learner", []raft.Server{learner("a"), voter("b")}, []string{"b"}, false, false},
 		{"forced: three voters, two lost", []raft.Server{voter("a"), voter("b"), voter("c")}, []string{"b", "c"}, true, true},

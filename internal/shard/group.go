@@ -69,7 +69,8 @@ type Deps struct {
 	Peers []raft.Server
 	// Recover, when set, makes the replica go on as the only voter of its
 	// group before raft starts (recovery.Alone): without Force only a
-	// two-voter group that lost the other voter (docs/adr/013), with it
+	// two-voter group that lost the other voter, giving up its non-voters
+	// too (docs/adr/013, 023), with it
 	// whatever the group was (docs/adr/014).
 	Recover *recovery.Options
 	// Generation is the shard's generation in the placement map
