@@ -40,6 +40,7 @@ BITES=(
   "state-flush|./internal/storage|^TestDeferredSnapshotHoldsEveryApply\$"
   "state-fail-stop|./internal/storage|^TestDeferredFailedApplyStopsTheDatabase\$"
   "request-index-rollback|./internal/storage|^TestRequestIndexAfterFailedTransaction\$"
+  "recovery-config-check|./internal/catalog|^TestRecoveryLost\$"
 )
 
 want=("$@")

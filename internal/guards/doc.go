@@ -110,6 +110,12 @@ const (
 	// index keeps what the failed transaction did to it and a retry whose
 	// record is still stored is applied again.
 	RequestIndexRollback
+	// RecoveryConfigCheck refuses to recover a group that lost a voter of
+	// two while another replica holds a raft configuration with a voter
+	// the survivor's lacks (catalog.recoveryLost, docs/adr/023); off, the
+	// survivor goes on alone and entries the lost voter committed with a
+	// learner it promoted are lost.
+	RecoveryConfigCheck
 )
 
 var names = map[Guard]string{
@@ -134,6 +140,7 @@ var names = map[Guard]string{
 	StateFlush:           "state-flush",
 	StateFailStop:        "state-fail-stop",
 	RequestIndexRollback: "request-index-rollback",
+	RecoveryConfigCheck:  "recovery-config-check",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -146,7 +153,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in
