@@ -888,9 +888,9 @@ var ErrUnsafeRecovery = errors.New("catalog: recovery is not safe")
 // recoveryLost returns what a survivor of a group of at most two voters
 // gives up when it goes on alone: the other replicas of the map (mapped)
 // and every other server of its own latest configuration. It fails unless
-// that configuration has the survivor and at most one other voter, and no
-// replica that answered (others, by node) holds a configuration with a
-// voter the survivor's lacks. Such a replica was promoted by a
+// that configuration has the survivor and at most one other voter, and
+// every replica that answered (others, by node) has its replica open and
+// holds no configuration with a voter the survivor's lacks. Such a replica was promoted by a
 // configuration the survivor never received, under which the lost voter
 // and it could have committed entries without the survivor; raft's
 // single-server changes make every other configuration either the
@@ -903,6 +903,11 @@ func recoveryLost(survivor string, sv ReplicaStatus, mapped []string, others map
 		return nil, fmt.Errorf("%w: the survivor %s's configuration has voters %v", ErrUnsafeRecovery, survivor, sv.Voters)
 	}
 	for _, id := range slices.Sorted(maps.Keys(others)) {
+		if !others[id].Hosted && !guards.Off(guards.RecoveryConfigCheck) {
+			// Its log, if it has one, may hold a newer configuration:
+			// ask again once it opened its replica.
+			return nil, fmt.Errorf("%w: %s has not opened its replica", ErrUnsafeRecovery, id)
+		}
 		for _, v := range others[id].Voters {
 			if !slices.Contains(sv.Voters, v) && !guards.Off(guards.RecoveryConfigCheck) {
 				return nil, fmt.Errorf("%w: %s's configuration makes %s a voter, the survivor %s's (voters %v) does not", ErrUnsafeRecovery, id, v, survivor, sv.Voters)

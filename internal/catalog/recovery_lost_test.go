@@ -33,6 +33,8 @@ func TestRecoveryLost(t *testing.T) {
 		{"a server of the configuration the map no longer holds", st([]string{"a", "b"}, []string{"d"}), []string{"b"}, nil, []string{"b", "d"}, false},
 		{"a learner promoted by a configuration the survivor lacks", st([]string{"a", "b"}, []string{"c"}), []string{"b", "c"},
 			map[string]ReplicaStatus{"c": st([]string{"a", "b", "c"}, nil)}, nil, true},
+		{"a learner that has not opened its replica", st([]string{"a", "b"}, []string{"c"}), []string{"b", "c"},
+			map[string]ReplicaStatus{"c": {}}, nil, true},
 		{"three voters", st([]string{"a", "b", "c"}, nil), []string{"b", "c"}, nil, nil, true},
 		{"the survivor a learner", st([]string{"b", "c"}, []string{"a"}), []string{"b", "c"}, nil, nil, true},
 		{"the survivor holds no replica", ReplicaStatus{}, []string{"b"}, nil, nil, true},
