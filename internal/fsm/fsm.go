@@ -90,6 +90,10 @@ type Hooks struct {
 	// Gate, if set, is called before each batch is applied and may
 	// block it (shard.PauseApplyForTest holds a replica's applies).
 	Gate func()
+	// Publish, if set, is called after a batch is stored in the state
+	// database (reads see it) and before Applied reports it, and may
+	// block there (shard.PausePublishForTest).
+	Publish func()
 }
 
 // FSM is the state machine of one shard replica.
@@ -356,6 +360,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				break
 			}
 		}
+	}
+	if f.hooks.Publish != nil {
+		f.hooks.Publish()
 	}
 	f.mu.Lock()
 	f.applied, f.st = applied, st

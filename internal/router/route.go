@@ -313,6 +313,11 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		if err := g.ReadBarrier(ctx); err != nil {
 			return nil, "", err
 		}
+		// The session may have read the version from the state database
+		// a moment before the state machine published it.
+		if err := g.WaitCommittedApplied(ctx); err != nil {
+			return nil, "", err
+		}
 		for _, f := range missing {
 			if ownVersion(f) && !g.HasApplied(f.Origin, f.HLC) {
 				return nil, "", fmt.Errorf("%w: a write in %s (HLC %d) that the site does not hold: its data was deleted or lost after the session saw it; start a new session (kvctl: --session-file none, or delete the session file)", ErrLostSession, sh, f.HLC)

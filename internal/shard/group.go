@@ -128,6 +128,9 @@ type Group struct {
 	// paused, while set, holds every apply until it is closed
 	// (PauseApplyForTest).
 	paused atomic.Pointer[chan struct{}]
+	// publishPaused, while set, holds every stored batch before the state
+	// machine publishes it (PausePublishForTest).
+	publishPaused atomic.Pointer[chan struct{}]
 
 	stop      chan struct{}
 	down      chan struct{} // closed once raft has shut down
@@ -136,8 +139,13 @@ type Group struct {
 }
 
 // applyGate holds an apply while the replica's applies are paused.
-func (g *Group) applyGate() {
-	if ch := g.paused.Load(); ch != nil {
+func (g *Group) applyGate() { g.gate(&g.paused) }
+
+// publishGate holds a stored batch while publishing is paused.
+func (g *Group) publishGate() { g.gate(&g.publishPaused) }
+
+func (g *Group) gate(p *atomic.Pointer[chan struct{}]) {
+	if ch := p.Load(); ch != nil {
 		select {
 		case <-*ch:
 		case <-g.stop:
@@ -165,7 +173,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		closeKick: make(chan struct{}, 1),
 	}
 	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored,
-		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }, Gate: g.applyGate})
+		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }, Gate: g.applyGate, Publish: g.publishGate})
 	if err != nil {
 		return nil, err
 	}
@@ -473,6 +481,24 @@ func (g *Group) CaughtUp() bool {
 	}
 	target, _ := g.lastCommandAtOrBelow(r.CommitIndex())
 	return applied >= target
+}
+
+// WaitCommittedApplied waits until this replica's state machine has
+// published every command its log holds as committed now. A read sees an
+// apply in the state database a moment before the state machine publishes
+// it (its index, its HLC: HasApplied); once this returns, every version a
+// read could have seen before the call is published.
+func (g *Group) WaitCommittedApplied(ctx context.Context) error {
+	target, _ := g.lastCommandAtOrBelow(g.raft.CommitIndex())
+	for {
+		applied, _, ch := g.fsm.Applied()
+		if applied >= target {
+			return nil
+		}
+		if err := g.waitChange(ctx, ch); err != nil {
+			return err
+		}
+	}
 }
 
 // lastCommandAtOrBelow returns the index of the last command entry of the
