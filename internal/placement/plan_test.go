@@ -180,7 +180,7 @@ func runPlan(m Map, shards []Shard, live, draining []NodeID, r, maxConcurrent in
 	for s, rs := range start.Shards {
 		k := len(target[s])
 		floor[s] = min(voters(rs), k)
-		recoverable := len(rs) == 2 && voters(rs) == 2 && isLive[rs[0].Node] != isLive[rs[1].Node]
+		recoverable := recoverableAlone(normalize(rs), isLive)
 		healthy[s] = listed[s] && k > 0 && (hasQuorum(rs, isLive) || recoverable)
 		if healthy[s] && recoverable {
 			floor[s] = 1 // the survivor goes on alone, then grows back
@@ -253,6 +253,24 @@ func runPlan(m Map, shards []Shard, live, draining []NodeID, r, maxConcurrent in
 		}
 	}
 	return m, total, nil
+}
+
+// recoverableAlone is rule 0's shape: exactly two voters, one of them
+// dead, and only live learners.
+func recoverableAlone(rs []Replica, isLive map[NodeID]bool) bool {
+	v, deadVoters, deadLearners := 0, 0, 0
+	for _, r := range rs {
+		switch {
+		case r.Voter:
+			v++
+			if !isLive[r.Node] {
+				deadVoters++
+			}
+		case !isLive[r.Node]:
+			deadLearners++
+		}
+	}
+	return v == 2 && deadVoters == 1 && deadLearners == 0
 }
 
 func setOfShards(shards []Shard) map[Shard]bool {
