@@ -801,8 +801,8 @@ func (c *Catalog) promotionCutShort(ctx context.Context, st State, s placement.S
 		return "", false
 	}
 	sv, err := c.deps.Shards.Status(ctx, s.Shard, n)
-	if err != nil || !slices.Contains(sv.Voters, string(s.Node)) {
-		return "", false
+	if err != nil || len(sv.Voters) != 2 || !slices.Contains(sv.Voters, string(s.Node)) {
+		return "", false // a group with a quorum removes the learner as usual
 	}
 	return voters[0], true
 }
