@@ -48,15 +48,20 @@ func startCauseway(t *testing.T) string {
 	return srv.ClientAddr()
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+// freePorts returns two distinct loopback ports that were free a moment
+// ago (both listeners are held until both are picked).
+func freePorts(t *testing.T) (int, int) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports [2]int
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0], ports[1]
 }
 
 // startEtcd runs a one-member etcd from PATH, or skips the test.
@@ -67,7 +72,7 @@ func startEtcd(t *testing.T) string {
 		t.Skip("etcd not on PATH (apt-get install etcd-server)")
 	}
 	dir := t.TempDir()
-	cport, pport := freePort(t), freePort(t)
+	cport, pport := freePorts(t)
 	curl, purl := fmt.Sprintf("http://127.0.0.1:%d", cport), fmt.Sprintf("http://127.0.0.1:%d", pport)
 	log, err := os.Create(filepath.Join(dir, "etcd.log"))
 	if err != nil {

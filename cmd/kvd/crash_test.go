@@ -57,14 +57,22 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*Raft).leaderLoop.func2"))
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddrs returns n distinct loopback addresses that were free a moment
+// ago: their listeners are held until all are picked, so the kernel
+// cannot hand out one port twice (a node whose client and gossip ports
+// collide does not start).
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
 
 type proc struct {
@@ -86,9 +94,10 @@ func startKVD(t *testing.T, dataDir string) *proc {
 // limit): a write past it fails with EFBIG, like a full disk.
 func startKVDLimited(t *testing.T, dataDir string, fileKB int) *proc {
 	t.Helper()
-	clientAddr, httpAddr := freeAddr(t), freeAddr(t)
+	a := freeAddrs(t, 4)
+	clientAddr, httpAddr := a[0], a[1]
 	return runKVD(t, clientAddr, httpAddr, fileKB, "--data-dir", dataDir, "--client-addr", clientAddr, "--http-addr", httpAddr,
-		"--peer-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--gossip-profile", "local", "--log-level", "warn")
+		"--peer-addr", a[2], "--gossip-addr", a[3], "--gossip-profile", "local", "--log-level", "warn")
 }
 
 // runKVD runs kvd with args (which listen on clientAddr and httpAddr), with

@@ -21,11 +21,12 @@ type siteProc struct {
 
 func startSite(t *testing.T, site, joinCluster string) *siteProc {
 	t.Helper()
-	sp := &siteProc{peer: freeAddr(t)}
-	clientAddr, httpAddr := freeAddr(t), freeAddr(t)
+	a := freeAddrs(t, 4)
+	sp := &siteProc{peer: a[0]}
+	clientAddr, httpAddr := a[1], a[2]
 	sp.client, sp.httpAddr = clientAddr, httpAddr
 	sp.args = []string{"--site", site, "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), site),
-		"--client-addr", clientAddr, "--http-addr", httpAddr, "--peer-addr", sp.peer, "--gossip-addr", freeAddr(t),
+		"--client-addr", clientAddr, "--http-addr", httpAddr, "--peer-addr", sp.peer, "--gossip-addr", a[3],
 		"--gossip-profile", "local", "--log-level", "warn", "--simulate-wan", "*=20ms±5ms"}
 	if joinCluster != "" {
 		sp.args = append(sp.args, "--join-cluster", joinCluster)
