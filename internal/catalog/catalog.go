@@ -832,39 +832,29 @@ func (c *Catalog) recover(ctx context.Context, st State, s placement.Step) error
 	if err != nil {
 		return fmt.Errorf("catalog: recover %s: status of the survivor %s: %w", s.Shard, s.Node, err)
 	}
-	others := map[string]ReplicaStatus{}
 	var mapped []string
 	for _, r := range st.Map.Shards[s.Shard] {
-		if r.Node == s.Node {
+		if r.Node != s.Node {
+			mapped = append(mapped, string(r.Node))
+		}
+	}
+	// Every other replica of the map, and every server of the survivor's
+	// configuration the map no longer lists (a removal reaches raft
+	// first), is asked unless it is dead.
+	others := map[string]ReplicaStatus{}
+	for _, id := range slices.Concat(mapped, sv.Voters, sv.Learners) {
+		if _, asked := others[id]; asked || id == string(s.Node) || c.deadPastGrace(id) {
 			continue
 		}
-		mapped = append(mapped, string(r.Node))
-		if c.deadPastGrace(string(r.Node)) {
-			continue
-		}
-		n, ok := st.Nodes[string(r.Node)]
+		n, ok := st.Nodes[id]
 		if !ok {
-			return fmt.Errorf("catalog: recover %s: unknown node %s", s.Shard, r.Node)
+			return fmt.Errorf("catalog: recover %s: unknown node %s", s.Shard, id)
 		}
 		rs, err := c.deps.Shards.Status(ctx, s.Shard, n)
 		if err != nil {
-			return fmt.Errorf("catalog: recover %s: the configuration %s holds: %w", s.Shard, r.Node, err)
+			return fmt.Errorf("catalog: recover %s: the configuration %s holds: %w", s.Shard, id, err)
 		}
-		others[string(r.Node)] = rs
-	}
-	// Servers of the survivor's configuration the map no longer lists
-	// (a removal reaches raft first) are asked too.
-	for _, id := range slices.Concat(sv.Voters, sv.Learners) {
-		if _, asked := others[id]; asked || id == string(s.Node) || slices.Contains(mapped, id) || c.deadPastGrace(id) {
-			continue
-		}
-		if n, ok := st.Nodes[id]; ok {
-			rs, err := c.deps.Shards.Status(ctx, s.Shard, n)
-			if err != nil {
-				return fmt.Errorf("catalog: recover %s: the configuration %s holds: %w", s.Shard, id, err)
-			}
-			others[id] = rs
-		}
+		others[id] = rs
 	}
 	lost, err := recoveryLost(string(s.Node), sv, mapped, others)
 	if err != nil {
