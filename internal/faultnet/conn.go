@@ -1,6 +1,7 @@
 package faultnet
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"os"
@@ -248,14 +249,17 @@ func (c *conn) send() {
 // receive reads from the connection and queues what arrives, due after
 // the rule of the direction at arrival.
 func (c *conn) receive() {
+	// One read buffer, and a chunk of exactly what arrived: a buffer per
+	// read held 32 KiB for every few bytes queued.
+	buf := make([]byte, 32<<10)
 	for {
-		buf := make([]byte, 32<<10)
 		n, err := c.Conn.Read(buf)
 		if n > 0 {
 			r, _ := c.inRule()
 			due := c.due(r)
+			chunk := bytes.Clone(buf[:n])
 			c.in.mu.Lock()
-			c.in.pushLocked(buf[:n], due)
+			c.in.pushLocked(chunk, due)
 			c.in.mu.Unlock()
 			for c.in.full(c.h.net.cfg.MaxBuffered) {
 				select {
