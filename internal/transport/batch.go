@@ -75,11 +75,18 @@ type batcher struct {
 		queues map[raft.ServerAddress]*batchQueue
 	}
 	wg sync.WaitGroup // batches in flight
+
+	// The batch streams (batchstream.go).
+	streamMu     sync.Mutex
+	streams      map[raft.ServerAddress]*streamSlot // REQUIRES: streamMu
+	streamClosed bool                               // REQUIRES: streamMu
+	streamWG     sync.WaitGroup                     // the streams' receive goroutines
 }
 
 func (b *batcher) init(n *Network) {
 	b.n = n
 	b.mu.queues = make(map[raft.ServerAddress]*batchQueue)
+	b.streams = make(map[raft.ServerAddress]*streamSlot)
 }
 
 // add queues it for target, to be sent at most Config.BatchDelay later.
@@ -173,8 +180,9 @@ func (b *batcher) sendNow(target raft.ServerAddress, items []*batchItem) bool {
 	return true
 }
 
-// close fails the requests still waiting with ErrClosed and waits for the
-// batches in flight (the Network closed their connections first).
+// close fails the requests still waiting with ErrClosed, ends the batch
+// streams and waits for the batches in flight (the Network closed their
+// connections first).
 func (b *batcher) close() {
 	b.mu.Lock()
 	b.mu.closed = true
@@ -191,6 +199,7 @@ func (b *batcher) close() {
 	for _, it := range waiting {
 		it.done(batchResult{err: ErrClosed})
 	}
+	b.closeStreams()
 	b.wg.Wait()
 }
 
@@ -213,13 +222,7 @@ func (b *batcher) send(target raft.ServerAddress, items []*batchItem) {
 	if items = kept; len(items) == 0 {
 		return
 	}
-	var resp *peerv1.AppendEntriesBatchResponse
-	c, err := b.n.client(target)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.n.cfg.RPCTimeout)
-		resp, err = c.AppendEntriesBatch(ctx, req)
-		cancel()
-	}
+	resp, err := b.call(target, req)
 	respBytes := 0
 	if err == nil {
 		respBytes = proto.Size(resp)

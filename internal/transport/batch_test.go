@@ -167,6 +167,10 @@ func (noBatchService) AppendEntriesBatch(context.Context, *peerv1.AppendEntriesB
 	return nil, status.Error(codes.Unimplemented, "unknown method AppendEntriesBatch")
 }
 
+func (noBatchService) AppendEntriesBatchStream(grpc.BidiStreamingServer[peerv1.AppendEntriesBatchRequest, peerv1.AppendEntriesBatchResponse]) error {
+	return status.Error(codes.Unimplemented, "unknown method AppendEntriesBatchStream")
+}
+
 // TestBatchPeerWithoutBatches: a peer that does not know
 // AppendEntriesBatch (an older node during an upgrade) still gets every
 // message, one by one, and the group replicates.

@@ -371,8 +371,11 @@ func (x *AppendEntriesResponse) GetNoRetryBackoff() bool {
 
 // RequestVoteRequest mirrors raft.RequestVoteRequest.
 type AppendEntriesBatchRequest struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Requests      []*AppendEntriesRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	state    protoimpl.MessageState  `protogen:"open.v1"`
+	Requests []*AppendEntriesRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// On AppendEntriesBatchStream, names the request in its response
+	// (unused by AppendEntriesBatch).
+	Id            uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -414,10 +417,19 @@ func (x *AppendEntriesBatchRequest) GetRequests() []*AppendEntriesRequest {
 	return nil
 }
 
+func (x *AppendEntriesBatchRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 type AppendEntriesBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per request, in the requests' order.
-	Results       []*AppendEntriesBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Results []*AppendEntriesBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// On AppendEntriesBatchStream, the id of the request answered.
+	Id            uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +469,13 @@ func (x *AppendEntriesBatchResponse) GetResults() []*AppendEntriesBatchResult {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *AppendEntriesBatchResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
 }
 
 type AppendEntriesBatchResult struct {
@@ -1273,11 +1292,13 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x19\n" +
 	"\blast_log\x18\x03 \x01(\x04R\alastLog\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12(\n" +
-	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\"_\n" +
+	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\"o\n" +
 	"\x19AppendEntriesBatchRequest\x12B\n" +
-	"\brequests\x18\x01 \x03(\v2&.causeway.peer.v1.AppendEntriesRequestR\brequests\"b\n" +
+	"\brequests\x18\x01 \x03(\v2&.causeway.peer.v1.AppendEntriesRequestR\brequests\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"r\n" +
 	"\x1aAppendEntriesBatchResponse\x12D\n" +
-	"\aresults\x18\x01 \x03(\v2*.causeway.peer.v1.AppendEntriesBatchResultR\aresults\"w\n" +
+	"\aresults\x18\x01 \x03(\v2*.causeway.peer.v1.AppendEntriesBatchResultR\aresults\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"w\n" +
 	"\x18AppendEntriesBatchResult\x12C\n" +
 	"\bresponse\x18\x01 \x01(\v2'.causeway.peer.v1.AppendEntriesResponseR\bresponse\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\fR\x06status\"\x8d\x02\n" +
@@ -1333,11 +1354,12 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x11GenerationRefusal\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
-	"generation2\xc9\x05\n" +
+	"generation2\xc4\x06\n" +
 	"\x04Raft\x12`\n" +
 	"\rAppendEntries\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse\x12l\n" +
 	"\x15AppendEntriesPipeline\x12&.causeway.peer.v1.AppendEntriesRequest\x1a'.causeway.peer.v1.AppendEntriesResponse(\x010\x01\x12o\n" +
-	"\x12AppendEntriesBatch\x12+.causeway.peer.v1.AppendEntriesBatchRequest\x1a,.causeway.peer.v1.AppendEntriesBatchResponse\x12Z\n" +
+	"\x12AppendEntriesBatch\x12+.causeway.peer.v1.AppendEntriesBatchRequest\x1a,.causeway.peer.v1.AppendEntriesBatchResponse\x12y\n" +
+	"\x18AppendEntriesBatchStream\x12+.causeway.peer.v1.AppendEntriesBatchRequest\x1a,.causeway.peer.v1.AppendEntriesBatchResponse(\x010\x01\x12Z\n" +
 	"\vRequestVote\x12$.causeway.peer.v1.RequestVoteRequest\x1a%.causeway.peer.v1.RequestVoteResponse\x12c\n" +
 	"\x0eRequestPreVote\x12'.causeway.peer.v1.RequestPreVoteRequest\x1a(.causeway.peer.v1.RequestPreVoteResponse\x12W\n" +
 	"\n" +
@@ -1395,19 +1417,21 @@ var file_peer_v1_raft_proto_depIdxs = []int32{
 	2,  // 15: causeway.peer.v1.Raft.AppendEntries:input_type -> causeway.peer.v1.AppendEntriesRequest
 	2,  // 16: causeway.peer.v1.Raft.AppendEntriesPipeline:input_type -> causeway.peer.v1.AppendEntriesRequest
 	4,  // 17: causeway.peer.v1.Raft.AppendEntriesBatch:input_type -> causeway.peer.v1.AppendEntriesBatchRequest
-	7,  // 18: causeway.peer.v1.Raft.RequestVote:input_type -> causeway.peer.v1.RequestVoteRequest
-	9,  // 19: causeway.peer.v1.Raft.RequestPreVote:input_type -> causeway.peer.v1.RequestPreVoteRequest
-	11, // 20: causeway.peer.v1.Raft.TimeoutNow:input_type -> causeway.peer.v1.TimeoutNowRequest
-	14, // 21: causeway.peer.v1.Raft.InstallSnapshot:input_type -> causeway.peer.v1.InstallSnapshotChunk
-	3,  // 22: causeway.peer.v1.Raft.AppendEntries:output_type -> causeway.peer.v1.AppendEntriesResponse
-	3,  // 23: causeway.peer.v1.Raft.AppendEntriesPipeline:output_type -> causeway.peer.v1.AppendEntriesResponse
-	5,  // 24: causeway.peer.v1.Raft.AppendEntriesBatch:output_type -> causeway.peer.v1.AppendEntriesBatchResponse
-	8,  // 25: causeway.peer.v1.Raft.RequestVote:output_type -> causeway.peer.v1.RequestVoteResponse
-	10, // 26: causeway.peer.v1.Raft.RequestPreVote:output_type -> causeway.peer.v1.RequestPreVoteResponse
-	12, // 27: causeway.peer.v1.Raft.TimeoutNow:output_type -> causeway.peer.v1.TimeoutNowResponse
-	15, // 28: causeway.peer.v1.Raft.InstallSnapshot:output_type -> causeway.peer.v1.InstallSnapshotResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
+	4,  // 18: causeway.peer.v1.Raft.AppendEntriesBatchStream:input_type -> causeway.peer.v1.AppendEntriesBatchRequest
+	7,  // 19: causeway.peer.v1.Raft.RequestVote:input_type -> causeway.peer.v1.RequestVoteRequest
+	9,  // 20: causeway.peer.v1.Raft.RequestPreVote:input_type -> causeway.peer.v1.RequestPreVoteRequest
+	11, // 21: causeway.peer.v1.Raft.TimeoutNow:input_type -> causeway.peer.v1.TimeoutNowRequest
+	14, // 22: causeway.peer.v1.Raft.InstallSnapshot:input_type -> causeway.peer.v1.InstallSnapshotChunk
+	3,  // 23: causeway.peer.v1.Raft.AppendEntries:output_type -> causeway.peer.v1.AppendEntriesResponse
+	3,  // 24: causeway.peer.v1.Raft.AppendEntriesPipeline:output_type -> causeway.peer.v1.AppendEntriesResponse
+	5,  // 25: causeway.peer.v1.Raft.AppendEntriesBatch:output_type -> causeway.peer.v1.AppendEntriesBatchResponse
+	5,  // 26: causeway.peer.v1.Raft.AppendEntriesBatchStream:output_type -> causeway.peer.v1.AppendEntriesBatchResponse
+	8,  // 27: causeway.peer.v1.Raft.RequestVote:output_type -> causeway.peer.v1.RequestVoteResponse
+	10, // 28: causeway.peer.v1.Raft.RequestPreVote:output_type -> causeway.peer.v1.RequestPreVoteResponse
+	12, // 29: causeway.peer.v1.Raft.TimeoutNow:output_type -> causeway.peer.v1.TimeoutNowResponse
+	15, // 30: causeway.peer.v1.Raft.InstallSnapshot:output_type -> causeway.peer.v1.InstallSnapshotResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name

@@ -23,13 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Raft_AppendEntries_FullMethodName         = "/causeway.peer.v1.Raft/AppendEntries"
-	Raft_AppendEntriesPipeline_FullMethodName = "/causeway.peer.v1.Raft/AppendEntriesPipeline"
-	Raft_AppendEntriesBatch_FullMethodName    = "/causeway.peer.v1.Raft/AppendEntriesBatch"
-	Raft_RequestVote_FullMethodName           = "/causeway.peer.v1.Raft/RequestVote"
-	Raft_RequestPreVote_FullMethodName        = "/causeway.peer.v1.Raft/RequestPreVote"
-	Raft_TimeoutNow_FullMethodName            = "/causeway.peer.v1.Raft/TimeoutNow"
-	Raft_InstallSnapshot_FullMethodName       = "/causeway.peer.v1.Raft/InstallSnapshot"
+	Raft_AppendEntries_FullMethodName            = "/causeway.peer.v1.Raft/AppendEntries"
+	Raft_AppendEntriesPipeline_FullMethodName    = "/causeway.peer.v1.Raft/AppendEntriesPipeline"
+	Raft_AppendEntriesBatch_FullMethodName       = "/causeway.peer.v1.Raft/AppendEntriesBatch"
+	Raft_AppendEntriesBatchStream_FullMethodName = "/causeway.peer.v1.Raft/AppendEntriesBatchStream"
+	Raft_RequestVote_FullMethodName              = "/causeway.peer.v1.Raft/RequestVote"
+	Raft_RequestPreVote_FullMethodName           = "/causeway.peer.v1.Raft/RequestPreVote"
+	Raft_TimeoutNow_FullMethodName               = "/causeway.peer.v1.Raft/TimeoutNow"
+	Raft_InstallSnapshot_FullMethodName          = "/causeway.peer.v1.Raft/InstallSnapshot"
 )
 
 // RaftClient is the client API for Raft service.
@@ -54,6 +55,12 @@ type RaftClient interface {
 	// answered as if it had come alone, in the result of the same position;
 	// the RPC itself fails only as a whole (too many requests, deadline).
 	AppendEntriesBatch(ctx context.Context, in *AppendEntriesBatchRequest, opts ...grpc.CallOption) (*AppendEntriesBatchResponse, error)
+	// AppendEntriesBatchStream carries the AppendEntriesBatch requests to one
+	// node on one stream, without a new RPC per batch: each request is
+	// answered as AppendEntriesBatch would, by one response with the
+	// request's id, in any order. The stream ends with an error status only
+	// for a request no node would take (too many requests).
+	AppendEntriesBatchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendEntriesBatchRequest, AppendEntriesBatchResponse], error)
 	// RequestVote asks for a vote in an election.
 	RequestVote(ctx context.Context, in *RequestVoteRequest, opts ...grpc.CallOption) (*RequestVoteResponse, error)
 	// RequestPreVote asks whether a vote would be granted.
@@ -107,6 +114,19 @@ func (c *raftClient) AppendEntriesBatch(ctx context.Context, in *AppendEntriesBa
 	return out, nil
 }
 
+func (c *raftClient) AppendEntriesBatchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendEntriesBatchRequest, AppendEntriesBatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[1], Raft_AppendEntriesBatchStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AppendEntriesBatchRequest, AppendEntriesBatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesBatchStreamClient = grpc.BidiStreamingClient[AppendEntriesBatchRequest, AppendEntriesBatchResponse]
+
 func (c *raftClient) RequestVote(ctx context.Context, in *RequestVoteRequest, opts ...grpc.CallOption) (*RequestVoteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RequestVoteResponse)
@@ -139,7 +159,7 @@ func (c *raftClient) TimeoutNow(ctx context.Context, in *TimeoutNowRequest, opts
 
 func (c *raftClient) InstallSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[InstallSnapshotChunk, InstallSnapshotResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[1], Raft_InstallSnapshot_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[2], Raft_InstallSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +192,12 @@ type RaftServer interface {
 	// answered as if it had come alone, in the result of the same position;
 	// the RPC itself fails only as a whole (too many requests, deadline).
 	AppendEntriesBatch(context.Context, *AppendEntriesBatchRequest) (*AppendEntriesBatchResponse, error)
+	// AppendEntriesBatchStream carries the AppendEntriesBatch requests to one
+	// node on one stream, without a new RPC per batch: each request is
+	// answered as AppendEntriesBatch would, by one response with the
+	// request's id, in any order. The stream ends with an error status only
+	// for a request no node would take (too many requests).
+	AppendEntriesBatchStream(grpc.BidiStreamingServer[AppendEntriesBatchRequest, AppendEntriesBatchResponse]) error
 	// RequestVote asks for a vote in an election.
 	RequestVote(context.Context, *RequestVoteRequest) (*RequestVoteResponse, error)
 	// RequestPreVote asks whether a vote would be granted.
@@ -200,6 +226,9 @@ func (UnimplementedRaftServer) AppendEntriesPipeline(grpc.BidiStreamingServer[Ap
 }
 func (UnimplementedRaftServer) AppendEntriesBatch(context.Context, *AppendEntriesBatchRequest) (*AppendEntriesBatchResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AppendEntriesBatch not implemented")
+}
+func (UnimplementedRaftServer) AppendEntriesBatchStream(grpc.BidiStreamingServer[AppendEntriesBatchRequest, AppendEntriesBatchResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method AppendEntriesBatchStream not implemented")
 }
 func (UnimplementedRaftServer) RequestVote(context.Context, *RequestVoteRequest) (*RequestVoteResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RequestVote not implemented")
@@ -276,6 +305,13 @@ func _Raft_AppendEntriesBatch_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Raft_AppendEntriesBatchStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RaftServer).AppendEntriesBatchStream(&grpc.GenericServerStream[AppendEntriesBatchRequest, AppendEntriesBatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesBatchStreamServer = grpc.BidiStreamingServer[AppendEntriesBatchRequest, AppendEntriesBatchResponse]
 
 func _Raft_RequestVote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RequestVoteRequest)
@@ -370,6 +406,12 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "AppendEntriesPipeline",
 			Handler:       _Raft_AppendEntriesPipeline_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "AppendEntriesBatchStream",
+			Handler:       _Raft_AppendEntriesBatchStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

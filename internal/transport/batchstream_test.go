@@ -1,0 +1,141 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+)
+
+// countingService counts the unary AppendEntriesBatch calls it serves and,
+// with noStream, serves no AppendEntriesBatchStream (a node of the release
+// before it).
+type countingService struct {
+	*service
+	unary    *atomic.Int64
+	noStream bool
+}
+
+func (s countingService) AppendEntriesBatch(ctx context.Context, req *peerv1.AppendEntriesBatchRequest) (*peerv1.AppendEntriesBatchResponse, error) {
+	s.unary.Add(1)
+	return s.service.AppendEntriesBatch(ctx, req)
+}
+
+func (s countingService) AppendEntriesBatchStream(stream grpc.BidiStreamingServer[peerv1.AppendEntriesBatchRequest, peerv1.AppendEntriesBatchResponse]) error {
+	if s.noStream {
+		return status.Error(codes.Unimplemented, "unknown method AppendEntriesBatchStream")
+	}
+	return s.service.AppendEntriesBatchStream(stream)
+}
+
+// TestBatchStream: batches (here the commit pushes and idle messages of a
+// group) reach a peer on its batch stream, with no unary
+// AppendEntriesBatch; a peer without the stream gets them as unary RPCs,
+// and the group replicates either way.
+func TestBatchStream(t *testing.T) {
+	for _, noStream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stream", true: "peer-without-stream"}[noStream], func(t *testing.T) {
+			peer := newTestNode(t, "peer", nil)
+			peer.srv.Stop()
+			lis, err := listenAgain(peer.addr)
+			if err != nil {
+				t.Skipf("cannot listen again on %s: %v", peer.addr, err)
+			}
+			var unary atomic.Int64
+			srv := grpc.NewServer(peer.net.cfg.ServerOptions()...)
+			peerv1.RegisterRaftServer(srv, countingService{service: &service{n: peer.net}, unary: &unary, noStream: noStream})
+			go func() { _ = srv.Serve(lis) }()
+			t.Cleanup(srv.Stop)
+
+			nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), peer}
+			peers := servers(nodes...)
+			var rafts []*raft.Raft
+			fsms := map[string]*countFSM{}
+			for _, n := range nodes {
+				var tweak func(*raft.Config)
+				if n == peer { // never a candidate: the leader sends to peer
+					tweak = func(c *raft.Config) { c.HeartbeatTimeout, c.ElectionTimeout = time.Hour, time.Hour }
+				}
+				r, f := n.startGroup(t, "g", raft.NewInmemSnapshotStore(), tweak, peers)
+				rafts = append(rafts, r)
+				fsms[n.id] = f
+			}
+			applyN(t, rafts, 1, 5)
+			waitConverged(t, 5, fsms)
+			waitFor(t, 30*time.Second, "batches sent to the peer", func() bool {
+				for _, n := range nodes[:2] {
+					if counterValue(t, n.net.metrics.sent.WithLabelValues(typeBatch, codes.OK.String())) > 0 {
+						return true
+					}
+				}
+				return false
+			})
+			applyN(t, rafts, 6, 5)
+			waitConverged(t, 10, fsms)
+			if got := unary.Load(); noStream && got == 0 {
+				t.Errorf("a peer without the batch stream got no unary batch")
+			} else if !noStream && got != 0 {
+				t.Errorf("%d unary batches to a peer that serves the batch stream", got)
+			}
+		})
+	}
+}
+
+// TestBatchStreamDeadPeerDelaysOnlyItsBatches: while a batch stream to a
+// node that accepts connections but never answers is opening (up to the
+// RPC timeout), batches to another node still go out and are answered.
+func TestBatchStreamDeadPeerDelaysOnlyItsBatches(t *testing.T) {
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() { // accept and hold: no HTTP/2 handshake ever comes
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	sender := newTestNode(t, "sender", func(c *Config) { c.RPCTimeout = time.Minute })
+	live := newTestNode(t, "live", nil)
+
+	dead := make(chan error, 1)
+	go func() {
+		_, err := sender.net.batch.call(raft.ServerAddress(hole.Addr().String()), &peerv1.AppendEntriesBatchRequest{})
+		dead <- err
+	}()
+	// Wait until the stream to the silent node is opening, its slot held.
+	waitFor(t, 10*time.Second, "the stream to the silent node to be opening", func() bool {
+		slot, err := sender.net.batch.slot(raft.ServerAddress(hole.Addr().String()))
+		if err != nil || !slot.mu.TryLock() {
+			return err == nil
+		}
+		slot.mu.Unlock()
+		return false
+	})
+	if _, err := sender.net.batch.call(raft.ServerAddress(live.addr), &peerv1.AppendEntriesBatchRequest{}); err != nil {
+		t.Fatalf("batch to a live node: %v", err)
+	}
+	select {
+	case err := <-dead:
+		t.Fatalf("the batch to the silent node ended before the live node's (%v): the test did not hold it", err)
+	default:
+	}
+}
