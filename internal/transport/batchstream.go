@@ -81,7 +81,7 @@ func (s *batchStream) receive() {
 		resp, err := s.stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				err = status.Error(codes.Unavailable, "batch stream ended")
+				err = toStatus(fmt.Errorf("%w: the batch stream ended", ErrClosed))
 			} else if status.Code(err) == codes.Unimplemented {
 				err = fmt.Errorf("%w: %v", errStreamUnsupported, err)
 			}
@@ -167,7 +167,7 @@ func (s *batchStream) call(req *peerv1.AppendEntriesBatchRequest, timeout time.D
 			return a.resp, a.err
 		default:
 		}
-		return nil, status.Error(codes.DeadlineExceeded, "no answer to a batch within the RPC timeout")
+		return nil, toStatus(fmt.Errorf("no answer to a batch within the RPC timeout: %w", context.DeadlineExceeded))
 	}
 }
 
