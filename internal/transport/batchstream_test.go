@@ -113,7 +113,7 @@ func TestBatchStreamDeadPeerDelaysOnlyItsBatches(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	sender := newTestNode(t, "sender", func(c *Config) { c.RPCTimeout = time.Minute })
+	sender := newTestNode(t, "sender", func(c *Config) { c.RPCTimeout, c.DialTimeout = time.Minute, time.Minute })
 	live := newTestNode(t, "live", nil)
 
 	dead := make(chan error, 1)
