@@ -175,31 +175,8 @@ func (noBatchService) AppendEntriesBatchStream(grpc.BidiStreamingServer[peerv1.A
 // AppendEntriesBatch (an older node during an upgrade) still gets every
 // message, one by one, and the group replicates.
 func TestBatchPeerWithoutBatches(t *testing.T) {
-	old := newTestNode(t, "old", nil)
-	// Serve old's Network through a service without batches instead.
-	old.srv.Stop()
-	lis, err := listenAgain(old.addr)
-	if err != nil {
-		t.Skipf("cannot listen again on %s: %v", old.addr, err)
-	}
-	srv := grpc.NewServer(old.net.cfg.ServerOptions()...)
-	peerv1.RegisterRaftServer(srv, noBatchService{&service{n: old.net}})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-
-	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), old}
-	peers := servers(nodes...)
-	var rafts []*raft.Raft
-	fsms := map[string]*countFSM{}
-	for _, n := range nodes {
-		var tweak func(*raft.Config)
-		if n == old { // never a candidate: the leader sends to old
-			tweak = func(c *raft.Config) { c.HeartbeatTimeout, c.ElectionTimeout = time.Hour, time.Hour }
-		}
-		r, f := n.startGroup(t, "g", raft.NewInmemSnapshotStore(), tweak, peers)
-		rafts = append(rafts, r)
-		fsms[n.id] = f
-	}
+	nodes, rafts, fsms := groupWithPeerServedBy(t, func(s *service) peerv1.RaftServer { return noBatchService{s} })
+	old := nodes[2]
 	applyN(t, rafts, 1, 5)
 	waitConverged(t, 5, fsms)
 	// Idle for a while: the replicas sending to old learn that it takes
@@ -223,6 +200,39 @@ func TestBatchPeerWithoutBatches(t *testing.T) {
 			t.Errorf("leader %s still batches to %s", n.id, old.addr)
 		}
 	}
+}
+
+// groupWithPeerServedBy starts group "g" on nodes a, b and peer, the last
+// serving its Network through the service serve returns instead of its
+// own (a node of another release), and never a candidate, so that the
+// leader sends to it.
+func groupWithPeerServedBy(t *testing.T, serve func(*service) peerv1.RaftServer) ([]*testNode, []*raft.Raft, map[string]*countFSM) {
+	t.Helper()
+	peer := newTestNode(t, "peer", nil)
+	peer.srv.Stop()
+	lis, err := listenAgain(peer.addr)
+	if err != nil {
+		t.Skipf("cannot listen again on %s: %v", peer.addr, err)
+	}
+	srv := grpc.NewServer(peer.net.cfg.ServerOptions()...)
+	peerv1.RegisterRaftServer(srv, serve(&service{n: peer.net}))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), peer}
+	peers := servers(nodes...)
+	var rafts []*raft.Raft
+	fsms := map[string]*countFSM{}
+	for _, n := range nodes {
+		var tweak func(*raft.Config)
+		if n == peer {
+			tweak = func(c *raft.Config) { c.HeartbeatTimeout, c.ElectionTimeout = time.Hour, time.Hour }
+		}
+		r, f := n.startGroup(t, "g", raft.NewInmemSnapshotStore(), tweak, peers)
+		rafts = append(rafts, r)
+		fsms[n.id] = f
+	}
+	return nodes, rafts, fsms
 }
 
 // listenAgain listens on addr, which a stopped server just released.

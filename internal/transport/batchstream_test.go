@@ -43,31 +43,10 @@ func (s countingService) AppendEntriesBatchStream(stream grpc.BidiStreamingServe
 func TestBatchStream(t *testing.T) {
 	for _, noStream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "stream", true: "peer-without-stream"}[noStream], func(t *testing.T) {
-			peer := newTestNode(t, "peer", nil)
-			peer.srv.Stop()
-			lis, err := listenAgain(peer.addr)
-			if err != nil {
-				t.Skipf("cannot listen again on %s: %v", peer.addr, err)
-			}
 			var unary atomic.Int64
-			srv := grpc.NewServer(peer.net.cfg.ServerOptions()...)
-			peerv1.RegisterRaftServer(srv, countingService{service: &service{n: peer.net}, unary: &unary, noStream: noStream})
-			go func() { _ = srv.Serve(lis) }()
-			t.Cleanup(srv.Stop)
-
-			nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), peer}
-			peers := servers(nodes...)
-			var rafts []*raft.Raft
-			fsms := map[string]*countFSM{}
-			for _, n := range nodes {
-				var tweak func(*raft.Config)
-				if n == peer { // never a candidate: the leader sends to peer
-					tweak = func(c *raft.Config) { c.HeartbeatTimeout, c.ElectionTimeout = time.Hour, time.Hour }
-				}
-				r, f := n.startGroup(t, "g", raft.NewInmemSnapshotStore(), tweak, peers)
-				rafts = append(rafts, r)
-				fsms[n.id] = f
-			}
+			nodes, rafts, fsms := groupWithPeerServedBy(t, func(s *service) peerv1.RaftServer {
+				return countingService{service: s, unary: &unary, noStream: noStream}
+			})
 			applyN(t, rafts, 1, 5)
 			waitConverged(t, 5, fsms)
 			waitFor(t, 30*time.Second, "batches sent to the peer", func() bool {
