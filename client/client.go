@@ -55,6 +55,9 @@ type Client struct {
 	closed   atomic.Bool
 	routes   *router // nil when leader routing is disabled
 
+	streamsMu sync.Mutex
+	streams   []*streamKV // every connection's call stream, to end on Close
+
 	mu struct {
 		sync.Mutex
 		session *causal.Session
@@ -110,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("client: endpoint %q: %w", ep, err)
 		}
 		c.conns = append(c.conns, conn)
-		c.kv = append(c.kv, kvv1.NewKVClient(conn))
+		c.kv = append(c.kv, c.kvClient(conn))
 		c.admin = append(c.admin, adminv1.NewAdminClient(conn))
 		c.geo = append(c.geo, adminv1.NewGeoClient(conn))
 	}
@@ -123,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			return kvv1.NewKVClient(conn), conn, nil
+			return c.kvClient(conn), conn, nil
 		})
 	}
 	c.fullNext.Store(len(cfg.SessionToken) > 0)
@@ -139,7 +142,26 @@ func (c *Client) Close() error {
 	return c.closeConns()
 }
 
+// kvClient returns the data client of conn: on its call stream
+// (callstream.go) unless Config.DisableCallStream.
+func (c *Client) kvClient(conn *grpc.ClientConn) kvv1.KVClient {
+	if c.cfg.DisableCallStream {
+		return kvv1.NewKVClient(conn)
+	}
+	k := newStreamKV(conn)
+	c.streamsMu.Lock()
+	c.streams = append(c.streams, k)
+	c.streamsMu.Unlock()
+	return k
+}
+
 func (c *Client) closeConns() error {
+	c.streamsMu.Lock()
+	streams := c.streams
+	c.streamsMu.Unlock()
+	for _, k := range streams {
+		k.close()
+	}
 	var errs []error
 	if c.routes != nil {
 		errs = c.routes.close()

@@ -636,3 +636,35 @@ func TestConflictErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestCallStreamFallsBackToUnary: a server without KV.Stream (the fake,
+// like a node of an older release) answers UNIMPLEMENTED on the stream;
+// the call that found out goes unary, and so do the calls after it, with
+// the same results.
+func TestCallStreamFallsBackToUnary(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	ctx := context.Background()
+	k, ok := c.kv[0].(*streamKV)
+	if !ok {
+		t.Fatalf("the data client is a %T, want the call stream's", c.kv[0])
+	}
+	v, err := c.Put(ctx, []byte("k"), []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	until := k.mu.unaryUntil
+	k.mu.Unlock()
+	if time.Until(until) < unaryRetry/2 {
+		t.Fatalf("after UNIMPLEMENTED the client streams again at %v, want about %v from now", until, unaryRetry)
+	}
+	for range 3 {
+		if it, err := c.Get(ctx, []byte("k")); err != nil || string(it.Value) != "v1" || it.Version != v {
+			t.Fatalf("Get = %+v, %v", it, err)
+		}
+	}
+	if got := f.Calls(); got != 4 {
+		t.Fatalf("the fake served %d unary calls, want 4 (a put and three gets)", got)
+	}
+}

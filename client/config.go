@@ -65,6 +65,14 @@ type Config struct {
 	// endpoint whenever it does not know or the leader fails.
 	DisableLeaderRouting bool
 
+	// DisableCallStream sends every call as its own unary gRPC call. By
+	// default Put, Get and Delete travel as messages of one long-lived
+	// stream per connection (KV.Stream), which costs client and server
+	// less per call; the answers and errors are the same. Unary
+	// interceptors in DialOptions do not see calls on the stream (stream
+	// interceptors see the stream): set this if they must see every call.
+	DisableCallStream bool
+
 	// RouteRefresh is how often the routing table is refreshed while the
 	// client is in use. Zero means the DefaultConfig value.
 	RouteRefresh time.Duration

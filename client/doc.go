@@ -33,6 +33,12 @@
 //     endpoint, where any replica serves them; calls pinned with
 //     WithEndpoint are never rerouted. Config.DisableLeaderRouting turns it
 //     off.
+//   - Call streams. Put, Get and Delete travel as messages of one
+//     long-lived stream per connection (KV.Stream), answered by id, which
+//     costs both ends less than a unary gRPC call each; answers and errors
+//     are those of the unary calls. Requests over 256 KiB, calls with
+//     gRPC call options and every call to a server without the stream go
+//     unary. Config.DisableCallStream sends every call unary.
 //
 // Errors returned by the data methods wrap the gRPC status error with the
 // operation's name ("client: put: ..."), so status.Code(err) and

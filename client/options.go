@@ -10,7 +10,8 @@ const (
 	// session has seen of the key (causal+). It is the default.
 	Causal Consistency = iota + 1
 	// Strong reads are linearizable within the local site: served by the
-	// shard leader after it confirms its leadership.
+	// shard leader once it knows it still leads, from its read lease or a
+	// confirmation round (docs/adr/024-read-leases.md).
 	Strong
 )
 

@@ -41,6 +41,11 @@ BITES=(
   "state-fail-stop|./internal/storage|^TestDeferredFailedApplyStopsTheDatabase\$"
   "request-index-rollback|./internal/storage|^TestRequestIndexAfterFailedTransaction\$"
   "recovery-config-check|./internal/catalog|^TestRecoveryLost\$"
+  "lease-expiry|./internal/clustertest|^TestDeposedLeaderServesNoStaleStrongRead\$"
+  "lease-transfer|./internal/clustertest|^TestTransferVoidsReadLease\$"
+  "stale-transfer|./internal/transport|^TestStaleTransferRefused\$"
+  "vote-hold|./internal/clustertest|^TestRestartedReplicaHoldsItsVote\$"
+  "vote-hold|./internal/transport|^TestRestartedReplicaRefusesVotes\$"
 )
 
 want=("$@")

@@ -30,6 +30,7 @@ func openCauseway(ctx context.Context, cfg Config) (System, error) {
 		cc := client.DefaultConfig()
 		cc.Endpoints = rotated(cfg.Endpoints, j)
 		cc.DialTimeout = cfg.DialTimeout
+		cc.DisableCallStream = cfg.UnaryCalls
 		if cfg.Keyspace != "" {
 			cc.Keyspace = cfg.Keyspace
 		}

@@ -127,6 +127,9 @@ type Config struct {
 	Endpoints []string
 	// Keyspace is the Causeway keyspace of every call (empty: default).
 	Keyspace string
+	// UnaryCalls makes the Causeway client send every call as its own
+	// unary gRPC call (client.Config.DisableCallStream).
+	UnaryCalls bool
 	// Clients is the number of client goroutines that will ask for a
 	// Driver; it sizes the connection pool.
 	Clients int

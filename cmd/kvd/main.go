@@ -39,10 +39,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "health" {
 		return health(ctx, args[1:], os.Stdout, stderr)
 	}
-	cfg, logger, err := parse(args, stderr)
+	cfg, logger, gc, err := parse(args, stderr)
 	if err != nil {
 		return err
 	}
+	gc.apply(logger)
 	srv, err := server.New(cfg, logger)
 	if err != nil {
 		return err
@@ -59,8 +60,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error) {
+func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, gcSetting, error) {
 	cfg := server.DefaultConfig()
+	var gc gcSetting
 	fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the node's database and snapshots")
@@ -84,26 +86,33 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	fs.DurationVar(&cfg.Shard.VersionRetention, "version-retention", cfg.Shard.VersionRetention, "how long shadowed versions and tombstones are kept")
 	fs.DurationVar(&cfg.Shard.GCInterval, "gc-interval", cfg.Shard.GCInterval, "how often old versions are garbage-collected (0 disables)")
 	fs.DurationVar(&cfg.Shard.DigestInterval, "digest-interval", cfg.Shard.DigestInterval, "how often the replicas of each shard compare digests of their state (0 disables)")
+	fs.BoolVar(&cfg.Shard.ReadLeases, "read-leases", cfg.Shard.ReadLeases, "serve STRONG reads on a shard leader's read lease, without a leadership confirmation round, while its followers' promises hold (docs/adr/024-read-leases.md)")
 	fs.Uint64Var(&cfg.Shard.SnapshotThreshold, "snapshot-threshold", cfg.Shard.SnapshotThreshold, "log entries between raft snapshots of a shard")
 	fs.DurationVar(&cfg.CausalWait, "causal-wait", cfg.CausalWait, "longest a read waits for its causal dependencies")
 	fs.DurationVar(&cfg.SessionMoveWait, "session-move-wait", cfg.SessionMoveWait, "longest a request of a session that comes from another site waits for this site to apply its causal past (then it fails, retryably)")
 	fs.StringVar(&cfg.SimulateWAN, "simulate-wan", cfg.SimulateWAN, `TEST AND DEMO ONLY: delay every message to and from nodes of other sites, one way, e.g. "s1-s2=50ms±5ms,s1-s3=80ms,*=40ms" (see docs/operations.md)`)
 	fs.BoolVar(&cfg.DebugFaults, "debug-faults", cfg.DebugFaults, "TEST AND DEMO ONLY: let kvctl debug partition cut this node off from whole sites (and debug heal undo it)")
+	fs.IntVar(&gc.percent, "gc-percent", defaultGCPercent, "heap growth, in percent of the live heap, that starts a garbage collection (Go's GOGC; more memory for less CPU; the GOGC environment variable applies instead when this flag is not set)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
-		return cfg, nil, err
+		return cfg, nil, gc, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, nil, fmt.Errorf("unexpected arguments %q (flags only; see kvd -h)", fs.Args())
+		return cfg, nil, gc, fmt.Errorf("unexpected arguments %q (flags only; see kvd -h)", fs.Args())
 	}
 	if err := applyEnv(fs); err != nil {
-		return cfg, nil, err
+		return cfg, nil, gc, err
+	}
+	// Set from the command line or, through applyEnv, the environment.
+	fs.Visit(func(f *flag.Flag) { gc.set = gc.set || f.Name == "gc-percent" })
+	if gc.percent < -1 {
+		return cfg, nil, gc, fmt.Errorf("--gc-percent %d: want a percentage, or -1 to turn garbage collection off", gc.percent)
 	}
 	if *version {
 		fmt.Fprintln(stderr, "kvd", rpc.Version)
-		return cfg, nil, flag.ErrHelp
+		return cfg, nil, gc, flag.ErrHelp
 	}
 	cfg.Shards = uint32(*shards)
 	if *shards > 1<<31 {
@@ -122,7 +131,7 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return cfg, nil, fmt.Errorf("--log-level: %w", err)
+		return cfg, nil, gc, fmt.Errorf("--log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -132,9 +141,9 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, error)
 	case "json":
 		h = slog.NewJSONHandler(stderr, opts)
 	default:
-		return cfg, nil, fmt.Errorf("--log-format %q: want text or json", *logFormat)
+		return cfg, nil, gc, fmt.Errorf("--log-format %q: want text or json", *logFormat)
 	}
-	return cfg, slog.New(h), nil
+	return cfg, slog.New(h), gc, nil
 }
 
 // applyEnv sets every flag not given on the command line from its

@@ -10,7 +10,7 @@ import (
 )
 
 func TestParseDefaultsFlagsAndEnv(t *testing.T) {
-	cfg, _, err := parse(nil, io.Discard)
+	cfg, _, _, err := parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func TestParseDefaultsFlagsAndEnv(t *testing.T) {
 	t.Setenv("CAUSEWAY_SITE", "eu-west")
 	t.Setenv("CAUSEWAY_DATA_DIR", "/from/env")
 	t.Setenv("CAUSEWAY_VERSION_RETENTION", "5m")
-	cfg, _, err = parse([]string{"--data-dir", "/from/flag"}, io.Discard)
+	cfg, _, _, err = parse([]string{"--data-dir", "/from/flag"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +45,12 @@ func TestParseRejectsBadInput(t *testing.T) {
 			k, v, _ := strings.Cut(c.env, "=")
 			t.Setenv(k, v)
 		}
-		_, _, err := parse(c.args, io.Discard)
+		_, _, _, err := parse(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("parse(%q, %s) = %v, want error containing %q", c.args, c.env, err, c.want)
 		}
 	}
-	if _, _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if _, _, _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
 }
@@ -73,7 +73,7 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 }
 
 func TestParseFaultFlags(t *testing.T) {
-	cfg, _, err := parse([]string{"--simulate-wan", "s1-s2=50ms±5ms,*=40ms"}, io.Discard)
+	cfg, _, _, err := parse([]string{"--simulate-wan", "s1-s2=50ms±5ms,*=40ms"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestParseFaultFlags(t *testing.T) {
 	}
 	t.Setenv("CAUSEWAY_SIMULATE_WAN", "*=10ms")
 	t.Setenv("CAUSEWAY_DEBUG_FAULTS", "true")
-	if cfg, _, err = parse(nil, io.Discard); err != nil {
+	if cfg, _, _, err = parse(nil, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.SimulateWAN != "*=10ms" || !cfg.DebugFaults {
@@ -91,14 +91,14 @@ func TestParseFaultFlags(t *testing.T) {
 }
 
 func TestParseRecoverCatalog(t *testing.T) {
-	cfg, _, err := parse([]string{"--recover-catalog", "n2, n3"}, io.Discard)
+	cfg, _, _, err := parse([]string{"--recover-catalog", "n2, n3"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(cfg.RecoverCatalog, ",") != "n2,n3" {
 		t.Fatalf("--recover-catalog n2, n3 = %q", cfg.RecoverCatalog)
 	}
-	if cfg, _, _ := parse(nil, io.Discard); cfg.RecoverCatalog != nil {
+	if cfg, _, _, _ := parse(nil, io.Discard); cfg.RecoverCatalog != nil {
 		t.Fatalf("no --recover-catalog = %q", cfg.RecoverCatalog)
 	}
 }
@@ -110,5 +110,29 @@ func TestRecoverCatalogWithoutState(t *testing.T) {
 		"--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "no catalog state") {
 		t.Fatalf("run with --recover-catalog on an empty data dir = %v", err)
+	}
+}
+
+// TestGCPercentFlag: kvd's garbage collection target defaults to
+// defaultGCPercent unless GOGC is set; the flag and CAUSEWAY_GC_PERCENT
+// override both.
+func TestGCPercentFlag(t *testing.T) {
+	_, _, gc, err := parse(nil, io.Discard)
+	if err != nil || gc.percent != defaultGCPercent || gc.set {
+		t.Fatalf("default: %+v, %v", gc, err)
+	}
+	if _, _, gc, err = parse([]string{"--gc-percent", "150"}, io.Discard); err != nil || gc.percent != 150 || !gc.set {
+		t.Fatalf("--gc-percent 150: %+v, %v", gc, err)
+	}
+	t.Setenv("CAUSEWAY_GC_PERCENT", "200")
+	if _, _, gc, err = parse(nil, io.Discard); err != nil || gc.percent != 200 || !gc.set {
+		t.Fatalf("CAUSEWAY_GC_PERCENT=200: %+v, %v", gc, err)
+	}
+	if _, _, _, err = parse([]string{"--gc-percent", "-5"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--gc-percent") {
+		t.Fatalf("--gc-percent -5: %v, want an error naming the flag", err)
+	}
+	t.Setenv("CAUSEWAY_GC_PERCENT", "lots")
+	if _, _, _, err = parse(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "CAUSEWAY_GC_PERCENT") {
+		t.Fatalf("CAUSEWAY_GC_PERCENT=lots: %v, want an error naming the variable", err)
 	}
 }

@@ -416,9 +416,15 @@ func (c *Catalog) maintainVoters(alive []Node, downSince map[string]time.Time) e
 			c.log.Info("removed unreachable node from the site catalog", "node", srv.ID, "down_since", since)
 			continue
 		}
-		if srv.Suffrage == raft.Voter {
+		switch {
+		case srv.Suffrage == raft.Voter:
 			voters++
-		} else if isAlive[srv.ID] {
+		case !isAlive[srv.ID]:
+		case !c.caughtUp(srv):
+			// A voter that lags holds every commit until it caught up:
+			// with one other voter the catalog could not commit at all.
+			c.log.Debug("catalog non-voter not promoted yet: it lags the leader's log", "node", srv.ID)
+		default:
 			promote = append(promote, srv)
 		}
 	}
@@ -431,13 +437,39 @@ func (c *Catalog) maintainVoters(alive []Node, downSince map[string]time.Time) e
 	return nil
 }
 
+// promoteSlack is how many committed entries a non-voter may lack and
+// still be promoted: about what the catalog commits while a promotion is
+// appended.
+const promoteSlack = 64
+
+// caughtUp reports whether the leader's transport saw srv acknowledge, in
+// the current term, every entry committed but the last promoteSlack. A
+// transport that does not tell (acknowledgedTransport) counts every
+// non-voter as caught up.
+func (c *Catalog) caughtUp(srv raft.Server) bool {
+	at, ok := c.deps.Transport.(acknowledgedTransport)
+	if !ok {
+		return true
+	}
+	idx, ok := at.Acknowledged(srv.Address, c.raft.CurrentTerm())
+	return ok && idx+promoteSlack >= c.raft.CommitIndex()
+}
+
+// acknowledgedTransport is a raft transport that tracks, on the leader,
+// the last entry each follower acknowledged (transport.Acknowledged).
+type acknowledgedTransport interface {
+	Acknowledged(target raft.ServerAddress, term uint64) (uint64, bool)
+}
+
 // votersToPromote returns how many of candidates alive non-voters to
 // promote in a group of voters voters, to at most limit voters: up to limit, but never
 // leaving an even number of voters behind when it can be avoided (two
 // voters lose their quorum with either one, where one voter and a
 // non-voter survive the non-voter's loss). So one voter and one
 // candidate stay as they are until a second candidate arrives; then both
-// are promoted back to back.
+// are promoted back to back. Only non-voters that caught up with the
+// leader's log are candidates (caughtUp), so each promotion commits as
+// soon as it is appended and the catalog has two voters for one commit.
 func votersToPromote(voters, candidates, limit int) int {
 	n := min(candidates, max(0, limit-voters))
 	if (voters+n)%2 == 0 && n > 0 {

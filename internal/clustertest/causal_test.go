@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/causalcheck"
@@ -102,7 +105,11 @@ func crossSessionRound(t *testing.T, c *Cluster, seed int, x, y []byte, yNode, x
 		for i := 1; i <= writes && ctx.Err() == nil; i++ {
 			for _, k := range [][]byte{x, y} {
 				n := nodes[(i+len(k))%len(nodes)]
-				r, err := n.KV.Put(ctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: k, Value: []byte(strconv.Itoa(i))})
+				var r *kvv1.PutResponse
+				err := retryUnavailable(ctx, func() (err error) {
+					r, err = n.KV.Put(ctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: k, Value: []byte(strconv.Itoa(i))})
+					return err
+				})
 				if err != nil {
 					setFail(fmt.Errorf("seed %d: put %s=%d: %w", seed, k, i, err))
 					return
@@ -116,7 +123,11 @@ func crossSessionRound(t *testing.T, c *Cluster, seed int, x, y []byte, yNode, x
 		go func() {
 			defer wg.Done()
 			for !done.Load() && ctx.Err() == nil {
-				ry, err := yNode.KV.Get(ctx, &kvv1.GetRequest{Key: y})
+				var ry *kvv1.GetResponse
+				err := retryUnavailable(ctx, func() (err error) {
+					ry, err = yNode.KV.Get(ctx, &kvv1.GetRequest{Key: y})
+					return err
+				})
 				if err != nil {
 					setFail(fmt.Errorf("seed %d: get %s: %w", seed, y, err))
 					return
@@ -124,7 +135,11 @@ func crossSessionRound(t *testing.T, c *Cluster, seed int, x, y []byte, yNode, x
 				if !ry.Found {
 					continue
 				}
-				rx, err := xNode.KV.Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: ry.Header.Session}, Key: x})
+				var rx *kvv1.GetResponse
+				err = retryUnavailable(ctx, func() (err error) {
+					rx, err = xNode.KV.Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: ry.Header.Session}, Key: x})
+					return err
+				})
 				if err != nil {
 					setFail(fmt.Errorf("seed %d: get %s: %w", seed, x, err))
 					return
@@ -145,6 +160,23 @@ func crossSessionRound(t *testing.T, c *Cluster, seed int, x, y []byte, yNode, x
 		t.Fatal(fail)
 	}
 	return pairs
+}
+
+// retryUnavailable calls call until it fails with anything but UNAVAILABLE
+// or ctx ends: a shard may elect while messages are delayed (on a loaded
+// machine), and a client retries UNAVAILABLE (client.retryable).
+func retryUnavailable(ctx context.Context, call func() error) error {
+	for {
+		err := call()
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // TestRandomizedCausal runs a random workload of puts and CAUSAL gets on

@@ -7,9 +7,9 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +51,10 @@ type Cluster struct {
 	// Net carries every node's traffic to the other nodes: its rules
 	// partition, delay and drop it (see Partition, Isolate, Cut, Delay,
 	// Heal).
-	Net  *faultnet.Net
-	next int
+	Net      *faultnet.Net
+	next     int
+	logs     *logRing // the nodes' recent log lines, shown when the test fails
+	logsOnce sync.Once
 }
 
 // Config returns the fast test configuration of node id.
@@ -75,11 +77,16 @@ func Config(dir, id string) server.Config {
 	return cfg
 }
 
-func logger() *slog.Logger {
+func (c *Cluster) logger() *slog.Logger {
 	if os.Getenv("CLUSTERTEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.logsOnce.Do(func() {
+		c.logs = newLogRing(4096)
+		// Registered after the cluster's Close, so it runs before it.
+		c.t.Cleanup(func() { c.logs.dumpIfFailed(c.t, 300) })
+	})
+	return slog.New(slog.NewTextHandler(c.logs, nil))
 }
 
 // New starts a site of n nodes (the first bootstraps, the others join it)
@@ -178,7 +185,7 @@ func (c *Cluster) Add() *Node {
 
 func (c *Cluster) start(id string, cfg server.Config) *Node {
 	c.t.Helper()
-	srv, err := server.New(cfg, logger().With("test_node", id))
+	srv, err := server.New(cfg, c.logger().With("test_node", id))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -386,7 +393,7 @@ func SiteSettled(live []SiteNode, replicas int, draining ...string) error {
 		drainIDs = append(drainIDs, placement.NodeID(d))
 	}
 	if steps := placement.Plan(m, m.SortedShards(), liveIDs, drainIDs, replicas, 100); len(steps) > 0 {
-		return fmt.Errorf("%d placement steps pending, e.g. %v", len(steps), steps[0])
+		return fmt.Errorf("%d placement steps pending, e.g. %v (%s)", len(steps), steps[0], replicaStates(live, steps[0].Shard))
 	}
 	hosted := map[string]int{}
 	for s, reps := range m.Shards {
@@ -409,6 +416,37 @@ func SiteSettled(live []SiteNode, replicas int, draining ...string) error {
 		}
 	}
 	return nil
+}
+
+// replicaStates describes the raft state of shard s on every live node,
+// for a test's timeout message: what a stuck placement step waits on.
+func replicaStates(live []SiteNode, s placement.Shard) string {
+	var b strings.Builder
+	for _, n := range live {
+		fmt.Fprintf(&b, "%s:", n.ID)
+		found := false
+		for _, g := range n.Srv.Groups() {
+			if g.ID().Keyspace != s.Keyspace || g.ID().Shard != s.ID {
+				continue
+			}
+			found = true
+			r := g.Raft()
+			cf := r.GetConfiguration()
+			var servers []string
+			if cf.Error() == nil {
+				for _, srv := range cf.Configuration().Servers {
+					servers = append(servers, fmt.Sprintf("%s/%s", srv.ID, srv.Suffrage))
+				}
+			}
+			st := r.Stats()
+			fmt.Fprintf(&b, " gen=%d %s term=%s last=%d commit=%s applied=%d leader=%q config=%v;",
+				g.Generation(), r.State(), st["term"], r.LastIndex(), st["commit_index"], r.AppliedIndex(), g.Leader(), servers)
+		}
+		if !found {
+			b.WriteString(" not hosted;")
+		}
+	}
+	return b.String()
 }
 
 // WaitSettled polls Settled until it holds or d passes.

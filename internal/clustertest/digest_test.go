@@ -28,8 +28,8 @@ func checkEvery(d time.Duration) func(*server.Config) {
 	}
 }
 
-// gaugeValue returns the value of the gauge name with label value lv in
-// n's registry (zero when absent).
+// gaugeValue returns the value of the gauge name with label value lv ("":
+// a gauge without labels) in n's registry (zero when absent).
 func gaugeValue(t *testing.T, n *Node, name, lv string) float64 {
 	t.Helper()
 	fams, err := n.Srv.Registry().Gather()
@@ -41,7 +41,7 @@ func gaugeValue(t *testing.T, n *Node, name, lv string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if hasLabel(m, lv) {
+			if hasLabel(m, lv) || (lv == "" && len(m.GetLabel()) == 0) {
 				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}

@@ -102,8 +102,11 @@ func TestGeoLateBatchIsNotARebuiltReplica(t *testing.T) {
 	}
 
 	// A write numbered with an applied sequence but newer than anything
-	// applied of s2: s2's replica lost its data and numbers again.
-	again := &peerv1.RemoteWrite{Key: []byte("late/again"), Value: []byte("v"), Seq: applied.Seq - 1, Hlc: applied.HLC + 1<<20}
+	// applied of s2: s2's replica lost its data and numbers again. Newer
+	// than the progress as it is now (s2's closes raise its HLC every few
+	// milliseconds, by more than a small margin on a loaded machine).
+	now := g.Geo().Origins["s2"]
+	again := &peerv1.RemoteWrite{Key: []byte("late/again"), Value: []byte("v"), Seq: applied.Seq - 1, Hlc: now.HLC + 1<<24}
 	ship("a renumbered write", again, again.Seq)
 	if n := counterSum(t, n3, "causeway_geo_rebuilt_replicas_total", "s2"); n != 1 {
 		t.Fatalf("s3 took a write that reuses an applied sequence number %v times for a rebuilt replica, want 1", n)

@@ -116,6 +116,26 @@ const (
 	// survivor goes on alone and entries the lost voter committed with a
 	// learner it promoted are lost.
 	RecoveryConfigCheck
+	// LeaseExpiry serves a STRONG read on a shard leader's read lease only
+	// while a quorum's promises have not run out (shard.Group.ReadBarrier,
+	// docs/adr/024); off, any answer of the term holds the lease, and a
+	// leader cut off from its followers serves reads while another leads.
+	LeaseExpiry
+	// LeaseTransfer voids a leader's read lease for the term in which it
+	// sent a leadership transfer (transport, lease.go); off, the lease
+	// holds while the transfer's target, whose votes bypass the voters'
+	// known leader, is elected.
+	LeaseTransfer
+	// StaleTransfer refuses a leadership transfer of an older term than
+	// the receiving replica's (transport, lease.go); off, a transfer a
+	// deposed leader started elects its target at once, under the current
+	// leader's lease.
+	StaleTransfer
+	// VoteHold refuses a restarted replica's votes, but a transfer's, for
+	// its lease promise (transport, lease.go); off, a restarted follower
+	// votes at once for another candidate although its leader counts on
+	// its promise.
+	VoteHold
 )
 
 var names = map[Guard]string{
@@ -141,6 +161,10 @@ var names = map[Guard]string{
 	StateFailStop:        "state-fail-stop",
 	RequestIndexRollback: "request-index-rollback",
 	RecoveryConfigCheck:  "recovery-config-check",
+	LeaseExpiry:          "lease-expiry",
+	LeaseTransfer:        "lease-transfer",
+	StaleTransfer:        "stale-transfer",
+	VoteHold:             "vote-hold",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -153,7 +177,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

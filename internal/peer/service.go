@@ -160,7 +160,7 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		if cur == nil || cur.Suffrage != raft.Voter {
 			return nil, toStatus(fmt.Errorf("%w: %s of %s", ErrNotVoter, req.NodeId, g.ID()))
 		}
-		if err := r.LeadershipTransferToServer(cur.ID, cur.Address).Error(); err != nil {
+		if err := g.Wait(ctx, r.LeadershipTransferToServer(cur.ID, cur.Address)); err != nil {
 			return nil, toStatus(unavailable(fmt.Errorf("transfer leadership of %s to %s: %w", g.ID(), req.NodeId, err)))
 		}
 		return &peerv1.ChangeReplicasResponse{}, nil
@@ -170,7 +170,7 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 		}
 		if g.Leader() == req.NodeId {
 			// Hand leadership over first; the caller retries.
-			if err := r.LeadershipTransfer().Error(); err != nil {
+			if err := g.Wait(ctx, r.LeadershipTransfer()); err != nil {
 				return nil, toStatus(unavailable(fmt.Errorf("transferring leadership of %s: %w", g.ID(), err)))
 			}
 			return nil, toStatus(fmt.Errorf("%w: leadership of %s transferred; retry the removal", ErrNotLeader, g.ID()))
@@ -179,7 +179,7 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 	default:
 		return nil, toStatus(fmt.Errorf("%w: %v", ErrUnknownOp, req.Op))
 	}
-	if err := f.Error(); err != nil {
+	if err := g.Wait(ctx, f); err != nil {
 		return nil, toStatus(unavailable(fmt.Errorf("%v %s on %s: %w", req.Op, req.NodeId, g.ID(), err)))
 	}
 	return &peerv1.ChangeReplicasResponse{Index: f.Index()}, nil

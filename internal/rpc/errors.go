@@ -47,6 +47,7 @@ var codeTable = []struct {
 	{router.ErrDurability, codes.InvalidArgument},
 	{router.ErrRoutingLoop, codes.Unavailable},
 	{router.ErrPeerUnavailable, codes.Unavailable},
+	{ErrStopping, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
 	{shard.ErrCorrupt, codes.Unavailable},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,13 +47,17 @@ type KV struct {
 	// leadership change, or on another node) applies them once.
 	reqPrefix string
 	reqSeq    atomic.Uint64
+
+	// draining is closed by Drain: call streams end (stream.go).
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // NewKV returns the data service; r orchestrates every request.
 func NewKV(cfg Config, r *router.Router, logger *slog.Logger, m *Metrics) *KV {
 	var nonce [8]byte
 	_, _ = crand.Read(nonce[:])
-	return &KV{cfg: cfg, router: r, log: logger, metrics: m,
+	return &KV{cfg: cfg, router: r, log: logger, metrics: m, draining: make(chan struct{}),
 		reqPrefix: fmt.Sprintf("kvd/%s/%s/%x", cfg.Site, cfg.NodeID, nonce)}
 }
 
@@ -86,7 +91,7 @@ func (s *KV) beginFor(ctx context.Context, h *kvv1.RequestHeader, key []byte) (*
 		c.Keyspace = h.Keyspace
 	}
 	if len(h.Session) > 0 {
-		s.metrics.tokenSize.WithLabelValues("in").Observe(float64(len(h.Session)))
+		s.metrics.tokenIn.Observe(float64(len(h.Session)))
 	}
 	var filter *causal.ShardFilter
 	if key != nil {
@@ -105,7 +110,7 @@ func (s *KV) beginFor(ctx context.Context, h *kvv1.RequestHeader, key []byte) (*
 // respHeader returns the reply header (see router.Call.Token).
 func (s *KV) respHeader(c *router.Call) *kvv1.ResponseHeader {
 	tok := c.Token()
-	s.metrics.tokenSize.WithLabelValues("out").Observe(float64(len(tok)))
+	s.metrics.tokenOut.Observe(float64(len(tok)))
 	return &kvv1.ResponseHeader{Session: tok, Site: s.cfg.Site, NodeId: s.cfg.NodeID}
 }
 

@@ -76,6 +76,7 @@ type Server struct {
 	router  *router.Router
 	geo     *geo.Service
 	grpc    *grpc.Server // client API
+	kv      *rpc.KV      // the data service of both gRPC servers
 	peer    *grpc.Server // peer port: raft, Node service, forwarded requests
 	http    *http.Server
 
@@ -315,6 +316,7 @@ func (s *Server) Start() (err error) {
 	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits}
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
+	s.kv = kv
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
@@ -662,6 +664,11 @@ func (s *Server) Stop() {
 			case <-time.After(s.cfg.ShutdownGrace):
 				g.Stop()
 			}
+		}
+		if s.kv != nil {
+			// Call streams end once their calls are answered: a graceful
+			// stop would otherwise wait for the clients to close them.
+			s.kv.Drain()
 		}
 		if s.grpc != nil {
 			graceful(s.grpc)

@@ -51,6 +51,12 @@ type Config struct {
 	// twenty (docs/adr/020-idle-shards-and-the-write-path.md). Zero, or
 	// not above HeartbeatTimeout, keeps HeartbeatTimeout for leaders too.
 	LeaderHeartbeatTimeout time.Duration
+	// ReadLeases lets the leader serve a STRONG read without a leadership
+	// confirmation round while its followers' promises prove that no
+	// other replica can lead (docs/adr/024-read-leases.md). Every replica
+	// makes the promise whatever this says; a leader uses it only with
+	// ReadLeases on.
+	ReadLeases bool
 	// MaxAppendEntries is the largest batch of log entries raft writes and
 	// sends at once; it is also the FSM's largest apply batch.
 	MaxAppendEntries int
@@ -99,6 +105,7 @@ func DefaultConfig() Config {
 		LeaderLeaseTimeout:     2 * time.Second,
 		CommitTimeout:          500 * time.Millisecond,
 		LeaderHeartbeatTimeout: 30 * time.Second,
+		ReadLeases:             true,
 		MaxAppendEntries:       256,
 		VersionRetention:       time.Hour,
 		RequestRetention:       10 * time.Minute,

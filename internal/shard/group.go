@@ -113,7 +113,8 @@ type Group struct {
 	logs       raft.LogStore
 	gen        uint64 // generation of the replica (fixed while open)
 	verifier   verifier
-	checks     checker // replica consistency checks (digest.go)
+	leases     leaseTransport // nil: the transport keeps no promises (lease.go)
+	checks     checker        // replica consistency checks (digest.go)
 
 	// closeWant is the highest HLC a read asked this replica, as leader,
 	// to close (AdvanceClosed), closeDemand until when (unix nanoseconds)
@@ -183,7 +184,8 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		if v, ok := deps.Transport.(interface{ VerifyingLeader() func() }); ok {
 			defer v.VerifyingLeader()()
 		}
-		return g.raft.VerifyLeader().Error()
+		// raft abandons a verification still queued when it shuts down.
+		return g.wait(context.Background(), g.raft.VerifyLeader())
 	}
 	g.verifier.done = deps.Metrics.observeLeaderCheck
 
@@ -267,11 +269,13 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if t, ok := deps.Transport.(interface{ SetGeneration(uint64) }); ok {
 		t.SetGeneration(g.gen)
 	}
+	started := g.promise(has)
 	r, err := raft.NewRaft(rc, f, logs, store, snaps, deps.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: start raft: %w", id, err)
 	}
 	g.raft = r
+	started.Store(r)
 	if deps.Metrics != nil {
 		deps.Metrics.add(g)
 	}
@@ -405,8 +409,9 @@ func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, e
 }
 
 // ReadBarrier makes the next read on this replica linearizable: it confirms
-// that the replica still leads (a quorum answers in a round that started
-// after the call; concurrent calls share rounds).
+// that the replica still leads, by its read lease (lease.go) or else by a
+// quorum's answers in a round that started after the call (concurrent
+// calls share rounds).
 //
 // That suffices because every write is acknowledged only after the leader
 // applied it, and a new leader applies everything committed before it
@@ -433,6 +438,10 @@ func (g *Group) ReadBarrier(ctx context.Context) error {
 		g.readyMu.Lock()
 		g.readyTerm = term
 		g.readyMu.Unlock()
+	}
+	if g.leaseHeld(term) {
+		g.deps.Metrics.observeLeaseRead()
+		return nil
 	}
 	if err := g.verifier.verify(ctx); err != nil {
 		return g.raftErr(err)
@@ -893,6 +902,11 @@ func timeoutOf(ctx context.Context) time.Duration {
 	}
 	return defaultTimeout
 }
+
+// Wait waits for f, a future of this replica's raft, until ctx ends or the
+// replica stops (see wait): raft abandons some futures at shutdown, such
+// as a membership change still waiting for the previous one to commit.
+func (g *Group) Wait(ctx context.Context, f raft.Future) error { return g.wait(ctx, f) }
 
 // wait waits for a raft future, giving up when ctx ends or raft has shut
 // down. Raft abandons some futures at shutdown without an answer (those of

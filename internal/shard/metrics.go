@@ -15,6 +15,7 @@ type Metrics struct {
 	gcRemoved      *prometheus.CounterVec
 	gcSkipped      *prometheus.CounterVec
 	leaderChecks   prometheus.Counter
+	leaseReads     prometheus.Counter
 	checkedReads   prometheus.Counter
 	digestChecks   *prometheus.CounterVec
 	digestSeconds  prometheus.Histogram
@@ -47,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "causeway", Subsystem: "shard", Name: "leader_checks_total",
 			Help: "Leadership confirmation rounds (a quorum answers) run for STRONG reads.",
 		}),
+		leaseReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "shard", Name: "lease_reads_total",
+			Help: "STRONG reads served on the leader's read lease, without a leadership confirmation round.",
+		}),
 		checkedReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "shard", Name: "leader_checked_reads_total",
 			Help: "STRONG reads served after a leadership confirmation; divided by leader_checks_total it is the batching factor.",
@@ -73,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewDesc("causeway_shard_last_snapshot_index", "Index of the replica's last snapshot.", labels, nil),
 		groups:   make(map[*Group]struct{}),
 	}
-	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.gcSkipped, m.leaderChecks, m.checkedReads, m.digestChecks, m.digestSeconds, m.closes, m)
+	reg.MustRegister(m.proposeSeconds, m.gcRemoved, m.gcSkipped, m.leaderChecks, m.leaseReads, m.checkedReads, m.digestChecks, m.digestSeconds, m.closes, m)
 	return m
 }
 
@@ -114,6 +119,12 @@ func (m *Metrics) observeLeaderCheck(reads int) {
 	if m != nil {
 		m.leaderChecks.Inc()
 		m.checkedReads.Add(float64(reads))
+	}
+}
+
+func (m *Metrics) observeLeaseRead() {
+	if m != nil {
+		m.leaseReads.Inc()
 	}
 }
 

@@ -321,6 +321,7 @@ func (s *service) batched(ctx context.Context, r *peerv1.AppendEntriesRequest) *
 		s.n.metrics.observeReceived(typeBatched, proto.Size(r), 0, err)
 	} else {
 		resp, err = unary(ctx, s, typeBatched, r, r.GetGroup(), r.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+		s.promise(r.GetGroup(), resp)
 	}
 	if err == nil {
 		return &peerv1.AppendEntriesBatchResult{Response: resp}

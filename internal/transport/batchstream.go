@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/pending"
 )
 
 // Batches travel on one AppendEntriesBatchStream per node pair. As unary
@@ -29,12 +30,6 @@ import (
 // AppendEntriesBatchStream.
 var errStreamUnsupported = errors.New("transport: peer does not serve AppendEntriesBatchStream")
 
-// batchAnswer is the answer to one batch sent on a stream.
-type batchAnswer struct {
-	resp *peerv1.AppendEntriesBatchResponse
-	err  error
-}
-
 // batchStream is the AppendEntriesBatchStream to one node: batches go out
 // as they come, their answers come back matched by id, in any order.
 type batchStream struct {
@@ -43,11 +38,8 @@ type batchStream struct {
 
 	sendMu sync.Mutex // serializes Send
 
-	mu      sync.Mutex
-	nextID  uint64
-	pending map[uint64]chan batchAnswer // REQUIRES: mu
-	err     error                       // set once the stream failed; REQUIRES: mu
-	done    chan struct{}               // closed when the receive goroutine ended
+	pending pending.Table[*peerv1.AppendEntriesBatchResponse]
+	done    chan struct{} // closed when the receive goroutine ended
 }
 
 // openBatchStream opens the stream to a node and starts its receive
@@ -64,7 +56,7 @@ func openBatchStream(c peerv1.RaftClient, timeout time.Duration, wg *sync.WaitGr
 		cancel()
 		return nil, err
 	}
-	s := &batchStream{stream: stream, cancel: cancel, pending: make(map[uint64]chan batchAnswer), done: make(chan struct{})}
+	s := &batchStream{stream: stream, cancel: cancel, done: make(chan struct{})}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -88,54 +80,27 @@ func (s *batchStream) receive() {
 			s.fail(err)
 			return
 		}
-		s.mu.Lock()
-		ch := s.pending[resp.GetId()]
-		delete(s.pending, resp.GetId())
-		s.mu.Unlock()
-		if ch != nil { // nil: the batch gave up waiting
-			ch <- batchAnswer{resp: resp}
-		}
+		s.pending.Deliver(resp.GetId(), resp)
 	}
 }
 
 // fail ends the stream with err and fails every batch waiting on it.
 func (s *batchStream) fail(err error) {
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	pending := s.pending
-	s.pending = make(map[uint64]chan batchAnswer)
-	s.mu.Unlock()
+	s.pending.Fail(err)
 	s.cancel()
-	for _, ch := range pending {
-		ch <- batchAnswer{err: err}
-	}
 }
 
 // failed returns why the stream ended, or nil while it works.
-func (s *batchStream) failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+func (s *batchStream) failed() error { return s.pending.Err() }
 
 // call sends req and waits up to timeout for its answer. An error that
 // wraps errStreamUnsupported means the peer does not know the stream and
 // nothing was answered: the caller sends the batch as a unary RPC.
 func (s *batchStream) call(req *peerv1.AppendEntriesBatchRequest, timeout time.Duration) (*peerv1.AppendEntriesBatchResponse, error) {
-	ch := make(chan batchAnswer, 1)
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	id, ch, err := s.pending.Add()
+	if err != nil {
 		return nil, err
 	}
-	s.nextID++
-	id := s.nextID
-	s.pending[id] = ch
-	s.mu.Unlock()
-
 	req.Id = id
 	// Send blocks while HTTP/2's flow control holds it (a peer that stopped
 	// reading, a cut link): a stream that cannot take a batch within the
@@ -144,27 +109,25 @@ func (s *batchStream) call(req *peerv1.AppendEntriesBatchRequest, timeout time.D
 	deadline := time.Now().Add(timeout)
 	stuck := time.AfterFunc(timeout, s.cancel)
 	s.sendMu.Lock()
-	err := s.stream.Send(req)
+	err = s.stream.Send(req)
 	s.sendMu.Unlock()
 	stuck.Stop()
 	if err != nil {
 		// The stream broke; Recv says why, and fails this batch with it.
 		s.cancel()
 		a := <-ch
-		return a.resp, a.err
+		return a.Resp, a.Err
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case a := <-ch:
-		return a.resp, a.err
+		return a.Resp, a.Err
 	case <-t.C:
-		s.mu.Lock()
-		delete(s.pending, id)
-		s.mu.Unlock()
+		s.pending.Drop(id)
 		select {
 		case a := <-ch: // answered meanwhile
-			return a.resp, a.err
+			return a.Resp, a.Err
 		default:
 		}
 		return nil, toStatus(fmt.Errorf("no answer to a batch within the RPC timeout: %w", context.DeadlineExceeded))

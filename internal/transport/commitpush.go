@@ -51,17 +51,21 @@ type followerCommit struct {
 	ackIdx  uint64         // last entry the follower acknowledged in term
 	ackTerm uint64         // its term
 	sent    uint64         // highest commit index sent to it in term
+	lease   time.Time      // until when its answers keep it from voting for another (lease.go)
 	pending bool           // a push is scheduled or in flight
 	quiet   quietFollower  // quiet.go
 }
 
 type commitPush struct {
-	mu        sync.Mutex
-	applied   uint64 // highest index the leader applied
-	followers map[raft.ServerAddress]*followerCommit
-	stopped   bool           // set by close; REQUIRES: mu
-	stop      chan struct{}  // closed by close: ends pushes in flight
-	wg        sync.WaitGroup // pushes in flight
+	mu      sync.Mutex
+	applied uint64 // highest index the leader applied
+	// leaderTerm is the newest term of raft's AppendEntries sent;
+	// transferTerm the newest term in which it sent TimeoutNow (lease.go).
+	leaderTerm, transferTerm uint64
+	followers                map[raft.ServerAddress]*followerCommit
+	stopped                  bool           // set by close; REQUIRES: mu
+	stop                     chan struct{}  // closed by close: ends pushes in flight
+	wg                       sync.WaitGroup // pushes in flight
 }
 
 func (c *commitPush) init() {
@@ -88,6 +92,7 @@ func (g *groupTransport) noteSent(target raft.ServerAddress, args *raft.AppendEn
 	c := &g.push
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.leaderTerm = max(c.leaderTerm, args.Term)
 	f := c.followers[target]
 	switch {
 	case f == nil || args.Term > f.term:
@@ -123,8 +128,9 @@ func (g *groupTransport) carriesNothingNew(target raft.ServerAddress, args *raft
 		args.PrevLogEntry == f.ackIdx && args.PrevLogTerm == f.ackTerm
 }
 
-// noteAnswer records target's answer to one of raft's requests.
-func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+// noteAnswer records target's answer to one of raft's requests, sent at
+// sent; promiseMs is the answer's lease promise.
+func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, sent time.Time, promiseMs uint32) {
 	if !resp.Success || resp.Term != args.Term {
 		return
 	}
@@ -140,6 +146,7 @@ func (g *groupTransport) noteAnswer(target raft.ServerAddress, args *raft.Append
 		return
 	}
 	f.quiet.answered(resp)
+	extendLease(f, sent, promiseMs)
 	if idx <= f.ackIdx {
 		return
 	}

@@ -104,14 +104,21 @@ func TestCommitPushesBatched(t *testing.T) {
 	}
 	// The first write may meet raft's replication before its pipelines
 	// (whose later messages carry the commit index); count the second.
+	// A batch that leaves early (a keepalive tick flushes what waits for
+	// its node) splits the pushes of one write: on a loaded machine a
+	// write may see that, so up to five writes are tried.
 	write(1)
-	before := sentCounts(t, nodes)
-	pushesBefore := sentOK(t, nodes, typeCommitPush)
-	write(2)
-	pushes := sentOK(t, nodes, typeCommitPush) - pushesBefore
-	batches := sentCounts(t, nodes).batches - before.batches
-	t.Logf("%v commit pushes in %v batches", pushes, batches)
-	if pushes < 2 || batches < 1 || batches >= pushes {
-		t.Errorf("%v commit pushes in %v batches: want several, in fewer batches", pushes, batches)
+	var pushes, batches float64
+	for v := uint64(2); v <= 6; v++ {
+		before := sentCounts(t, nodes)
+		pushesBefore := sentOK(t, nodes, typeCommitPush)
+		write(v)
+		pushes = sentOK(t, nodes, typeCommitPush) - pushesBefore
+		batches = sentCounts(t, nodes).batches - before.batches
+		t.Logf("write %d: %v commit pushes in %v batches", v, pushes, batches)
+		if pushes >= 2 && batches >= 1 && batches < pushes {
+			return
+		}
 	}
+	t.Errorf("%v commit pushes in %v batches: want several, in fewer batches", pushes, batches)
 }

@@ -27,7 +27,16 @@ var (
 	ErrInvalidRequest = errors.New("transport: invalid request")
 	// ErrRaft: the receiving raft answered the request with an error.
 	ErrRaft = errors.New("transport: raft error")
+	// ErrLeaseRefused: the receiving node refused a vote or a leadership
+	// transfer that would break a leader's read lease (lease.go).
+	// Retryable: raft campaigns again.
+	ErrLeaseRefused = errors.New("transport: refused to keep a read lease")
 )
+
+// refusedf returns an ErrLeaseRefused describing what was refused.
+func refusedf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrLeaseRefused, fmt.Sprintf(format, args...))
+}
 
 // invalidf returns an ErrInvalidRequest describing what is wrong.
 func invalidf(format string, args ...any) error {
@@ -49,7 +58,7 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrInvalidRequest):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrLeaseRefused):
 		code = codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded

@@ -29,6 +29,11 @@ type groupTransport struct {
 	loggedRefusal atomic.Uint64
 	push          commitPush // commitpush.go
 	hb            heartbeats // heartbeat.go
+	// promiseMs is the promise this replica's successful answers carry;
+	// termSource reads its raft's term (lease.go).
+	promiseMs  atomic.Uint32
+	termSource atomic.Pointer[func() uint64]
+	voteHold   atomic.Pointer[time.Time] // refuse votes until then (restarted)
 
 	mu struct {
 		sync.Mutex
@@ -208,6 +213,7 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 	msg := appendEntriesToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
 	g.noteSent(target, args)
+	sent := time.Now()
 	var out *peerv1.AppendEntriesResponse
 	var batched bool
 	var err error
@@ -223,7 +229,7 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 	if err := appendEntriesResponseFromProto(out, resp); err != nil {
 		return err
 	}
-	g.noteAnswer(target, args, resp)
+	g.noteAnswer(target, args, resp, sent, out.GetLeasePromiseMs())
 	return nil
 }
 
@@ -253,6 +259,7 @@ func (g *groupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddre
 func (g *groupTransport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
 	msg := timeoutNowToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
+	msg.Term = g.startTransfer()
 	out, err := call(g, typeTimeoutNow, target, msg, peerv1.RaftClient.TimeoutNow)
 	if err != nil {
 		return err

@@ -37,6 +37,9 @@ type metrics struct {
 	// is how many wait now.
 	quietWaits   prometheus.Counter
 	quietWaiting prometheus.Gauge
+	// leaseRefusals counts votes and transfers refused to keep read
+	// leases (lease.go), by reason.
+	leaseRefusals *prometheus.CounterVec
 	// byType holds every type's series for an RPC that succeeded, looked
 	// up once: every raft message passes here. Read-only after newMetrics.
 	byType map[string]*typeSeries
@@ -88,6 +91,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "causeway", Subsystem: "transport", Name: "quiet_followers",
 			Help: "Followers of groups this node leads whose raft replication waits without a timer, kept in contact by keepalives.",
 		}),
+		leaseRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "transport", Name: "lease_refusals_total",
+			Help: "Requests refused to keep leaders' read leases: vote_held (a vote within the promise after this node started), stale_transfer (a leadership transfer of an older term).",
+		}, []string{"reason"}),
 	}
 	m.byType = make(map[string]*typeSeries)
 	ok := resultOf(nil)
@@ -99,7 +106,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting)
+		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting, m.leaseRefusals)
 	}
 	return m
 }

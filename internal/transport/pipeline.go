@@ -169,7 +169,7 @@ func (p *pipeline) receive() {
 		case err == nil:
 			respBytes = proto.Size(msg)
 			if err = appendEntriesResponseFromProto(msg, f.resp); err == nil {
-				p.g.noteAnswer(p.target, f.args, f.resp)
+				p.g.noteAnswer(p.target, f.args, f.resp, f.start, msg.GetLeasePromiseMs())
 			}
 		case p.expired.Load():
 			err = fmt.Errorf("transport: pipeline to %s: no response within %v: %w", p.target, p.timeout, context.DeadlineExceeded)
@@ -218,7 +218,7 @@ func (p *pipeline) receiveBatched(f *appendFuture) bool {
 	if err == nil {
 		respBytes = proto.Size(r.resp)
 		if err = appendEntriesResponseFromProto(r.resp, f.resp); err == nil {
-			p.g.noteAnswer(p.target, f.args, f.resp)
+			p.g.noteAnswer(p.target, f.args, f.resp, f.start, r.resp.GetLeasePromiseMs())
 		}
 	} else {
 		p.g.refused(err)

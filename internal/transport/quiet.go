@@ -260,6 +260,7 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 		if sent.After(f.quiet.confirmed) {
 			f.quiet.confirmed = sent
 		}
+		extendLease(f, sent, r.resp.GetLeasePromiseMs())
 		return
 	}
 	// Refused, failed or answered from a newer term: raft's next message

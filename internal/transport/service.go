@@ -64,11 +64,18 @@ func (s *service) AppendEntries(ctx context.Context, req *peerv1.AppendEntriesRe
 	if len(req.GetEntries()) == 0 && req.GetPrevLogEntry() == 0 && req.GetLeaderCommitIndex() == 0 {
 		typ = typeHeartbeat
 	}
-	return unary(ctx, s, typ, req, req.GetGroup(), req.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+	resp, err := unary(ctx, s, typ, req, req.GetGroup(), req.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+	s.promise(req.GetGroup(), resp)
+	return resp, err
 }
 
 // RequestVote implements peerv1.RaftServer.
 func (s *service) RequestVote(ctx context.Context, req *peerv1.RequestVoteRequest) (*peerv1.RequestVoteResponse, error) {
+	if err := s.heldVote(req); err != nil {
+		err = toStatus(err)
+		s.n.metrics.observeReceived(typeRequestVote, proto.Size(req), 0, err)
+		return nil, err
+	}
 	return unary(ctx, s, typeRequestVote, req, req.GetGroup(), req.GetHeader().GetGeneration(), requestVoteFromProto, nil, requestVoteResponseToProto)
 }
 
@@ -79,6 +86,11 @@ func (s *service) RequestPreVote(ctx context.Context, req *peerv1.RequestPreVote
 
 // TimeoutNow implements peerv1.RaftServer.
 func (s *service) TimeoutNow(ctx context.Context, req *peerv1.TimeoutNowRequest) (*peerv1.TimeoutNowResponse, error) {
+	if err := s.staleTransfer(req); err != nil {
+		err = toStatus(err)
+		s.n.metrics.observeReceived(typeTimeoutNow, proto.Size(req), 0, err)
+		return nil, err
+	}
 	return unary(ctx, s, typeTimeoutNow, req, req.GetGroup(), req.GetHeader().GetGeneration(), timeoutNowFromProto, nil, timeoutNowResponseToProto)
 }
 
@@ -131,7 +143,9 @@ func (s *service) pipelined(ctx context.Context, req *peerv1.AppendEntriesReques
 	if !ok {
 		return nil, toStatus(fmt.Errorf("transport: raft answered AppendEntries with %T", out))
 	}
-	return appendEntriesResponseToProto(r), nil
+	resp := appendEntriesResponseToProto(r)
+	s.promise(req.GetGroup(), resp)
+	return resp, nil
 }
 
 // InstallSnapshot implements peerv1.RaftServer. The first message is the

@@ -168,6 +168,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	modesF := fs.String("modes", drivers.ModeCausewayCausal, "comma-separated modes: "+strings.Join(drivers.Modes, ", "))
 	cwEps := fs.String("causeway-endpoints", "127.0.0.1:7379", "comma-separated Causeway client addresses (any number of nodes or sites)")
 	cwKeyspace := fs.String("causeway-keyspace", "", "Causeway keyspace of every call (default: default)")
+	cwUnary := fs.Bool("causeway-unary-calls", false, "Causeway: send every call as its own unary gRPC call instead of on each connection's call stream (client.Config.DisableCallStream)")
 	etcdEps := fs.String("etcd-endpoints", "127.0.0.1:2379", "comma-separated etcd client addresses")
 	workloadsF := fs.String("workloads", "A", "comma-separated workloads: A..F, core, hot-50-50 .. hot-0-100, txn-10-85-5, txn-5-90-5, txn-0-95-5, chainreaction")
 	clientsF := fs.String("clients", "1,16,64", "comma-separated client counts")
@@ -277,7 +278,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	mem := drivers.NewMemory()
 	open := func(mode string, n int) (drivers.System, error) {
 		return drivers.Open(ctx, drivers.Config{Mode: mode, Endpoints: endpoints[drivers.SystemOf(mode)],
-			Keyspace: *cwKeyspace, Clients: n, ClientsPerConn: *perConn, Memory: mem})
+			Keyspace: *cwKeyspace, UnaryCalls: *cwUnary, Clients: n, ClientsPerConn: *perConn, Memory: mem})
 	}
 	var murls []string
 	if *metricsURLs != "" {

@@ -141,6 +141,247 @@ func (Durability) EnumDescriptor() ([]byte, []int) {
 	return file_kv_v1_kv_proto_rawDescGZIP(), []int{1}
 }
 
+// StreamRequest is one call on KV.Stream.
+type StreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the call in its response. The client keeps it unique among its
+	// unanswered calls on the stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Time left to the call's deadline when it was sent, in microseconds
+	// (0: no deadline beyond the stream's own).
+	TimeoutUs uint64 `protobuf:"varint,2,opt,name=timeout_us,json=timeoutUs,proto3" json:"timeout_us,omitempty"`
+	// The call; a request without one is answered INVALID_ARGUMENT.
+	//
+	// Types that are valid to be assigned to Call:
+	//
+	//	*StreamRequest_Put
+	//	*StreamRequest_Get
+	//	*StreamRequest_Delete
+	Call          isStreamRequest_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamRequest) Reset() {
+	*x = StreamRequest{}
+	mi := &file_kv_v1_kv_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamRequest) ProtoMessage() {}
+
+func (x *StreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_v1_kv_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
+func (*StreamRequest) Descriptor() ([]byte, []int) {
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetTimeoutUs() uint64 {
+	if x != nil {
+		return x.TimeoutUs
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetCall() isStreamRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *StreamRequest) GetPut() *PutRequest {
+	if x != nil {
+		if x, ok := x.Call.(*StreamRequest_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *StreamRequest) GetGet() *GetRequest {
+	if x != nil {
+		if x, ok := x.Call.(*StreamRequest_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *StreamRequest) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Call.(*StreamRequest_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isStreamRequest_Call interface {
+	isStreamRequest_Call()
+}
+
+type StreamRequest_Put struct {
+	Put *PutRequest `protobuf:"bytes,3,opt,name=put,proto3,oneof"`
+}
+
+type StreamRequest_Get struct {
+	Get *GetRequest `protobuf:"bytes,4,opt,name=get,proto3,oneof"`
+}
+
+type StreamRequest_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,5,opt,name=delete,proto3,oneof"`
+}
+
+func (*StreamRequest_Put) isStreamRequest_Call() {}
+
+func (*StreamRequest_Get) isStreamRequest_Call() {}
+
+func (*StreamRequest_Delete) isStreamRequest_Call() {}
+
+// StreamResponse answers the StreamRequest with the same id.
+type StreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Why the call failed: a serialized google.rpc.Status with the code,
+	// message and details the unary call would have failed with (empty on
+	// success).
+	Status []byte `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The answer, on success: the unary call's response.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*StreamResponse_Put
+	//	*StreamResponse_Get
+	//	*StreamResponse_Delete
+	Result        isStreamResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamResponse) Reset() {
+	*x = StreamResponse{}
+	mi := &file_kv_v1_kv_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamResponse) ProtoMessage() {}
+
+func (x *StreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_v1_kv_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamResponse.ProtoReflect.Descriptor instead.
+func (*StreamResponse) Descriptor() ([]byte, []int) {
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StreamResponse) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *StreamResponse) GetResult() isStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *StreamResponse) GetPut() *PutResponse {
+	if x != nil {
+		if x, ok := x.Result.(*StreamResponse_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *StreamResponse) GetGet() *GetResponse {
+	if x != nil {
+		if x, ok := x.Result.(*StreamResponse_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *StreamResponse) GetDelete() *DeleteResponse {
+	if x != nil {
+		if x, ok := x.Result.(*StreamResponse_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isStreamResponse_Result interface {
+	isStreamResponse_Result()
+}
+
+type StreamResponse_Put struct {
+	Put *PutResponse `protobuf:"bytes,3,opt,name=put,proto3,oneof"`
+}
+
+type StreamResponse_Get struct {
+	Get *GetResponse `protobuf:"bytes,4,opt,name=get,proto3,oneof"`
+}
+
+type StreamResponse_Delete struct {
+	Delete *DeleteResponse `protobuf:"bytes,5,opt,name=delete,proto3,oneof"`
+}
+
+func (*StreamResponse_Put) isStreamResponse_Result() {}
+
+func (*StreamResponse_Get) isStreamResponse_Result() {}
+
+func (*StreamResponse_Delete) isStreamResponse_Result() {}
+
 // Version identifies one write. Versions are totally ordered: first by hlc,
 // then by site; the larger version wins (last-writer-wins).
 type Version struct {
@@ -156,7 +397,7 @@ type Version struct {
 
 func (x *Version) Reset() {
 	*x = Version{}
-	mi := &file_kv_v1_kv_proto_msgTypes[0]
+	mi := &file_kv_v1_kv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +409,7 @@ func (x *Version) String() string {
 func (*Version) ProtoMessage() {}
 
 func (x *Version) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[0]
+	mi := &file_kv_v1_kv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +422,7 @@ func (x *Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Version.ProtoReflect.Descriptor instead.
 func (*Version) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{0}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Version) GetHlc() uint64 {
@@ -211,7 +452,7 @@ type RequestHeader struct {
 
 func (x *RequestHeader) Reset() {
 	*x = RequestHeader{}
-	mi := &file_kv_v1_kv_proto_msgTypes[1]
+	mi := &file_kv_v1_kv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +464,7 @@ func (x *RequestHeader) String() string {
 func (*RequestHeader) ProtoMessage() {}
 
 func (x *RequestHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[1]
+	mi := &file_kv_v1_kv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +477,7 @@ func (x *RequestHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHeader.ProtoReflect.Descriptor instead.
 func (*RequestHeader) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{1}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RequestHeader) GetKeyspace() string {
@@ -267,7 +508,7 @@ type ResponseHeader struct {
 
 func (x *ResponseHeader) Reset() {
 	*x = ResponseHeader{}
-	mi := &file_kv_v1_kv_proto_msgTypes[2]
+	mi := &file_kv_v1_kv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +520,7 @@ func (x *ResponseHeader) String() string {
 func (*ResponseHeader) ProtoMessage() {}
 
 func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[2]
+	mi := &file_kv_v1_kv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +533,7 @@ func (x *ResponseHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseHeader.ProtoReflect.Descriptor instead.
 func (*ResponseHeader) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{2}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResponseHeader) GetSession() []byte {
@@ -328,7 +569,7 @@ type RequestID struct {
 
 func (x *RequestID) Reset() {
 	*x = RequestID{}
-	mi := &file_kv_v1_kv_proto_msgTypes[3]
+	mi := &file_kv_v1_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +581,7 @@ func (x *RequestID) String() string {
 func (*RequestID) ProtoMessage() {}
 
 func (x *RequestID) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[3]
+	mi := &file_kv_v1_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +594,7 @@ func (x *RequestID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestID.ProtoReflect.Descriptor instead.
 func (*RequestID) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{3}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RequestID) GetClientId() string {
@@ -384,7 +625,7 @@ type WriteOptions struct {
 
 func (x *WriteOptions) Reset() {
 	*x = WriteOptions{}
-	mi := &file_kv_v1_kv_proto_msgTypes[4]
+	mi := &file_kv_v1_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +637,7 @@ func (x *WriteOptions) String() string {
 func (*WriteOptions) ProtoMessage() {}
 
 func (x *WriteOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[4]
+	mi := &file_kv_v1_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +650,7 @@ func (x *WriteOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteOptions.ProtoReflect.Descriptor instead.
 func (*WriteOptions) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{4}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WriteOptions) GetDurability() Durability {
@@ -445,7 +686,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[5]
+	mi := &file_kv_v1_kv_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +698,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[5]
+	mi := &file_kv_v1_kv_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +711,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{5}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PutRequest) GetHeader() *RequestHeader {
@@ -511,7 +752,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[6]
+	mi := &file_kv_v1_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +764,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[6]
+	mi := &file_kv_v1_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +777,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{6}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PutResponse) GetHeader() *ResponseHeader {
@@ -564,7 +805,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_kv_v1_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +817,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[7]
+	mi := &file_kv_v1_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +830,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{7}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRequest) GetHeader() *RequestHeader {
@@ -626,7 +867,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_kv_v1_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +879,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[8]
+	mi := &file_kv_v1_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +892,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetResponse) GetHeader() *ResponseHeader {
@@ -693,7 +934,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_kv_v1_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +946,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[9]
+	mi := &file_kv_v1_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +959,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRequest) GetHeader() *RequestHeader {
@@ -755,7 +996,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_kv_v1_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +1008,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[10]
+	mi := &file_kv_v1_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +1021,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{10}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteResponse) GetHeader() *ResponseHeader {
@@ -817,7 +1058,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_kv_v1_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1070,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[11]
+	mi := &file_kv_v1_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1083,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{11}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -884,7 +1125,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_kv_v1_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1137,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[12]
+	mi := &file_kv_v1_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1150,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{12}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BatchGetRequest) GetHeader() *RequestHeader {
@@ -944,7 +1185,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_kv_v1_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1197,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[13]
+	mi := &file_kv_v1_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1210,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{13}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BatchGetResponse) GetHeader() *ResponseHeader {
@@ -999,7 +1240,7 @@ type GetTxnRequest struct {
 
 func (x *GetTxnRequest) Reset() {
 	*x = GetTxnRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_kv_v1_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1252,7 @@ func (x *GetTxnRequest) String() string {
 func (*GetTxnRequest) ProtoMessage() {}
 
 func (x *GetTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[14]
+	mi := &file_kv_v1_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1265,7 @@ func (x *GetTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTxnRequest.ProtoReflect.Descriptor instead.
 func (*GetTxnRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{14}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetTxnRequest) GetHeader() *RequestHeader {
@@ -1061,7 +1302,7 @@ type GetTxnResponse struct {
 
 func (x *GetTxnResponse) Reset() {
 	*x = GetTxnResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_kv_v1_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1314,7 @@ func (x *GetTxnResponse) String() string {
 func (*GetTxnResponse) ProtoMessage() {}
 
 func (x *GetTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[15]
+	mi := &file_kv_v1_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1327,7 @@ func (x *GetTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTxnResponse.ProtoReflect.Descriptor instead.
 func (*GetTxnResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{15}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetTxnResponse) GetHeader() *ResponseHeader {
@@ -1130,7 +1371,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_kv_v1_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1383,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[16]
+	mi := &file_kv_v1_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1396,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{16}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScanRequest) GetHeader() *RequestHeader {
@@ -1227,7 +1468,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_kv_v1_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1480,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[17]
+	mi := &file_kv_v1_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1493,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{17}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScanResponse) GetHeader() *ResponseHeader {
@@ -1296,7 +1537,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_kv_v1_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1549,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[18]
+	mi := &file_kv_v1_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1562,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{18}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CompareAndSwapRequest) GetHeader() *RequestHeader {
@@ -1413,7 +1654,7 @@ type CompareAndSwapResponse struct {
 
 func (x *CompareAndSwapResponse) Reset() {
 	*x = CompareAndSwapResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_kv_v1_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1666,7 @@ func (x *CompareAndSwapResponse) String() string {
 func (*CompareAndSwapResponse) ProtoMessage() {}
 
 func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[19]
+	mi := &file_kv_v1_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1679,7 @@ func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CompareAndSwapResponse) GetHeader() *ResponseHeader {
@@ -1469,7 +1710,7 @@ type CasConflict struct {
 
 func (x *CasConflict) Reset() {
 	*x = CasConflict{}
-	mi := &file_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_kv_v1_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1722,7 @@ func (x *CasConflict) String() string {
 func (*CasConflict) ProtoMessage() {}
 
 func (x *CasConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[20]
+	mi := &file_kv_v1_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1735,7 @@ func (x *CasConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CasConflict.ProtoReflect.Descriptor instead.
 func (*CasConflict) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CasConflict) GetFound() bool {
@@ -1524,7 +1765,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_kv_v1_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1777,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[21]
+	mi := &file_kv_v1_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1790,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryRequest) GetHeader() *RequestHeader {
@@ -1591,7 +1832,7 @@ type VersionedValue struct {
 
 func (x *VersionedValue) Reset() {
 	*x = VersionedValue{}
-	mi := &file_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_kv_v1_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1844,7 @@ func (x *VersionedValue) String() string {
 func (*VersionedValue) ProtoMessage() {}
 
 func (x *VersionedValue) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[22]
+	mi := &file_kv_v1_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1857,7 @@ func (x *VersionedValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionedValue.ProtoReflect.Descriptor instead.
 func (*VersionedValue) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{22}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VersionedValue) GetVersion() *Version {
@@ -1651,7 +1892,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1904,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1917,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HistoryResponse) GetHeader() *ResponseHeader {
@@ -1697,7 +1938,22 @@ var File_kv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x0ekv/v1/kv.proto\x12\x0ecauseway.kv.v1\"/\n" +
+	"\x0ekv/v1/kv.proto\x12\x0ecauseway.kv.v1\"\xdf\x01\n" +
+	"\rStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_us\x18\x02 \x01(\x04R\ttimeoutUs\x12.\n" +
+	"\x03put\x18\x03 \x01(\v2\x1a.causeway.kv.v1.PutRequestH\x00R\x03put\x12.\n" +
+	"\x03get\x18\x04 \x01(\v2\x1a.causeway.kv.v1.GetRequestH\x00R\x03get\x127\n" +
+	"\x06delete\x18\x05 \x01(\v2\x1d.causeway.kv.v1.DeleteRequestH\x00R\x06deleteB\x06\n" +
+	"\x04call\"\xde\x01\n" +
+	"\x0eStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\x12/\n" +
+	"\x03put\x18\x03 \x01(\v2\x1b.causeway.kv.v1.PutResponseH\x00R\x03put\x12/\n" +
+	"\x03get\x18\x04 \x01(\v2\x1b.causeway.kv.v1.GetResponseH\x00R\x03get\x128\n" +
+	"\x06delete\x18\x05 \x01(\v2\x1e.causeway.kv.v1.DeleteResponseH\x00R\x06deleteB\b\n" +
+	"\x06result\"/\n" +
 	"\aVersion\x12\x10\n" +
 	"\x03hlc\x18\x01 \x01(\x04R\x03hlc\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\"E\n" +
@@ -1814,7 +2070,7 @@ const file_kv_v1_kv_proto_rawDesc = "" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DURABILITY_LOCAL\x10\x01\x12\x14\n" +
 	"\x10DURABILITY_SITES\x10\x02\x12\x12\n" +
-	"\x0eDURABILITY_ALL\x10\x032\xd5\x04\n" +
+	"\x0eDURABILITY_ALL\x10\x032\xa2\x05\n" +
 	"\x02KV\x12>\n" +
 	"\x03Put\x12\x1a.causeway.kv.v1.PutRequest\x1a\x1b.causeway.kv.v1.PutResponse\x12>\n" +
 	"\x03Get\x12\x1a.causeway.kv.v1.GetRequest\x1a\x1b.causeway.kv.v1.GetResponse\x12G\n" +
@@ -1823,7 +2079,8 @@ const file_kv_v1_kv_proto_rawDesc = "" +
 	"\x06GetTxn\x12\x1d.causeway.kv.v1.GetTxnRequest\x1a\x1e.causeway.kv.v1.GetTxnResponse\x12A\n" +
 	"\x04Scan\x12\x1b.causeway.kv.v1.ScanRequest\x1a\x1c.causeway.kv.v1.ScanResponse\x12_\n" +
 	"\x0eCompareAndSwap\x12%.causeway.kv.v1.CompareAndSwapRequest\x1a&.causeway.kv.v1.CompareAndSwapResponse\x12J\n" +
-	"\aHistory\x12\x1e.causeway.kv.v1.HistoryRequest\x1a\x1f.causeway.kv.v1.HistoryResponseB6Z4github.com/causeway-db/causeway/api/proto/kv/v1;kvv1b\x06proto3"
+	"\aHistory\x12\x1e.causeway.kv.v1.HistoryRequest\x1a\x1f.causeway.kv.v1.HistoryResponse\x12K\n" +
+	"\x06Stream\x12\x1d.causeway.kv.v1.StreamRequest\x1a\x1e.causeway.kv.v1.StreamResponse(\x010\x01B6Z4github.com/causeway-db/causeway/api/proto/kv/v1;kvv1b\x06proto3"
 
 var (
 	file_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -1838,94 +2095,104 @@ func file_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_kv_v1_kv_proto_goTypes = []any{
 	(Consistency)(0),               // 0: causeway.kv.v1.Consistency
 	(Durability)(0),                // 1: causeway.kv.v1.Durability
-	(*Version)(nil),                // 2: causeway.kv.v1.Version
-	(*RequestHeader)(nil),          // 3: causeway.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),         // 4: causeway.kv.v1.ResponseHeader
-	(*RequestID)(nil),              // 5: causeway.kv.v1.RequestID
-	(*WriteOptions)(nil),           // 6: causeway.kv.v1.WriteOptions
-	(*PutRequest)(nil),             // 7: causeway.kv.v1.PutRequest
-	(*PutResponse)(nil),            // 8: causeway.kv.v1.PutResponse
-	(*GetRequest)(nil),             // 9: causeway.kv.v1.GetRequest
-	(*GetResponse)(nil),            // 10: causeway.kv.v1.GetResponse
-	(*DeleteRequest)(nil),          // 11: causeway.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),         // 12: causeway.kv.v1.DeleteResponse
-	(*KeyValue)(nil),               // 13: causeway.kv.v1.KeyValue
-	(*BatchGetRequest)(nil),        // 14: causeway.kv.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),       // 15: causeway.kv.v1.BatchGetResponse
-	(*GetTxnRequest)(nil),          // 16: causeway.kv.v1.GetTxnRequest
-	(*GetTxnResponse)(nil),         // 17: causeway.kv.v1.GetTxnResponse
-	(*ScanRequest)(nil),            // 18: causeway.kv.v1.ScanRequest
-	(*ScanResponse)(nil),           // 19: causeway.kv.v1.ScanResponse
-	(*CompareAndSwapRequest)(nil),  // 20: causeway.kv.v1.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 21: causeway.kv.v1.CompareAndSwapResponse
-	(*CasConflict)(nil),            // 22: causeway.kv.v1.CasConflict
-	(*HistoryRequest)(nil),         // 23: causeway.kv.v1.HistoryRequest
-	(*VersionedValue)(nil),         // 24: causeway.kv.v1.VersionedValue
-	(*HistoryResponse)(nil),        // 25: causeway.kv.v1.HistoryResponse
+	(*StreamRequest)(nil),          // 2: causeway.kv.v1.StreamRequest
+	(*StreamResponse)(nil),         // 3: causeway.kv.v1.StreamResponse
+	(*Version)(nil),                // 4: causeway.kv.v1.Version
+	(*RequestHeader)(nil),          // 5: causeway.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),         // 6: causeway.kv.v1.ResponseHeader
+	(*RequestID)(nil),              // 7: causeway.kv.v1.RequestID
+	(*WriteOptions)(nil),           // 8: causeway.kv.v1.WriteOptions
+	(*PutRequest)(nil),             // 9: causeway.kv.v1.PutRequest
+	(*PutResponse)(nil),            // 10: causeway.kv.v1.PutResponse
+	(*GetRequest)(nil),             // 11: causeway.kv.v1.GetRequest
+	(*GetResponse)(nil),            // 12: causeway.kv.v1.GetResponse
+	(*DeleteRequest)(nil),          // 13: causeway.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 14: causeway.kv.v1.DeleteResponse
+	(*KeyValue)(nil),               // 15: causeway.kv.v1.KeyValue
+	(*BatchGetRequest)(nil),        // 16: causeway.kv.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),       // 17: causeway.kv.v1.BatchGetResponse
+	(*GetTxnRequest)(nil),          // 18: causeway.kv.v1.GetTxnRequest
+	(*GetTxnResponse)(nil),         // 19: causeway.kv.v1.GetTxnResponse
+	(*ScanRequest)(nil),            // 20: causeway.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 21: causeway.kv.v1.ScanResponse
+	(*CompareAndSwapRequest)(nil),  // 22: causeway.kv.v1.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil), // 23: causeway.kv.v1.CompareAndSwapResponse
+	(*CasConflict)(nil),            // 24: causeway.kv.v1.CasConflict
+	(*HistoryRequest)(nil),         // 25: causeway.kv.v1.HistoryRequest
+	(*VersionedValue)(nil),         // 26: causeway.kv.v1.VersionedValue
+	(*HistoryResponse)(nil),        // 27: causeway.kv.v1.HistoryResponse
 }
 var file_kv_v1_kv_proto_depIdxs = []int32{
-	1,  // 0: causeway.kv.v1.WriteOptions.durability:type_name -> causeway.kv.v1.Durability
-	5,  // 1: causeway.kv.v1.WriteOptions.request_id:type_name -> causeway.kv.v1.RequestID
-	3,  // 2: causeway.kv.v1.PutRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	6,  // 3: causeway.kv.v1.PutRequest.options:type_name -> causeway.kv.v1.WriteOptions
-	4,  // 4: causeway.kv.v1.PutResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	2,  // 5: causeway.kv.v1.PutResponse.version:type_name -> causeway.kv.v1.Version
-	3,  // 6: causeway.kv.v1.GetRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 7: causeway.kv.v1.GetRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	4,  // 8: causeway.kv.v1.GetResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	2,  // 9: causeway.kv.v1.GetResponse.version:type_name -> causeway.kv.v1.Version
-	3,  // 10: causeway.kv.v1.DeleteRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	6,  // 11: causeway.kv.v1.DeleteRequest.options:type_name -> causeway.kv.v1.WriteOptions
-	4,  // 12: causeway.kv.v1.DeleteResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	2,  // 13: causeway.kv.v1.DeleteResponse.version:type_name -> causeway.kv.v1.Version
-	2,  // 14: causeway.kv.v1.KeyValue.version:type_name -> causeway.kv.v1.Version
-	3,  // 15: causeway.kv.v1.BatchGetRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 16: causeway.kv.v1.BatchGetRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	4,  // 17: causeway.kv.v1.BatchGetResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	13, // 18: causeway.kv.v1.BatchGetResponse.items:type_name -> causeway.kv.v1.KeyValue
-	3,  // 19: causeway.kv.v1.GetTxnRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	4,  // 20: causeway.kv.v1.GetTxnResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	13, // 21: causeway.kv.v1.GetTxnResponse.items:type_name -> causeway.kv.v1.KeyValue
-	3,  // 22: causeway.kv.v1.ScanRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 23: causeway.kv.v1.ScanRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	4,  // 24: causeway.kv.v1.ScanResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	13, // 25: causeway.kv.v1.ScanResponse.items:type_name -> causeway.kv.v1.KeyValue
-	3,  // 26: causeway.kv.v1.CompareAndSwapRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	2,  // 27: causeway.kv.v1.CompareAndSwapRequest.expected_version:type_name -> causeway.kv.v1.Version
-	6,  // 28: causeway.kv.v1.CompareAndSwapRequest.options:type_name -> causeway.kv.v1.WriteOptions
-	4,  // 29: causeway.kv.v1.CompareAndSwapResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	2,  // 30: causeway.kv.v1.CompareAndSwapResponse.version:type_name -> causeway.kv.v1.Version
-	2,  // 31: causeway.kv.v1.CasConflict.current:type_name -> causeway.kv.v1.Version
-	3,  // 32: causeway.kv.v1.HistoryRequest.header:type_name -> causeway.kv.v1.RequestHeader
-	0,  // 33: causeway.kv.v1.HistoryRequest.consistency:type_name -> causeway.kv.v1.Consistency
-	2,  // 34: causeway.kv.v1.VersionedValue.version:type_name -> causeway.kv.v1.Version
-	4,  // 35: causeway.kv.v1.HistoryResponse.header:type_name -> causeway.kv.v1.ResponseHeader
-	24, // 36: causeway.kv.v1.HistoryResponse.versions:type_name -> causeway.kv.v1.VersionedValue
-	7,  // 37: causeway.kv.v1.KV.Put:input_type -> causeway.kv.v1.PutRequest
-	9,  // 38: causeway.kv.v1.KV.Get:input_type -> causeway.kv.v1.GetRequest
-	11, // 39: causeway.kv.v1.KV.Delete:input_type -> causeway.kv.v1.DeleteRequest
-	14, // 40: causeway.kv.v1.KV.BatchGet:input_type -> causeway.kv.v1.BatchGetRequest
-	16, // 41: causeway.kv.v1.KV.GetTxn:input_type -> causeway.kv.v1.GetTxnRequest
-	18, // 42: causeway.kv.v1.KV.Scan:input_type -> causeway.kv.v1.ScanRequest
-	20, // 43: causeway.kv.v1.KV.CompareAndSwap:input_type -> causeway.kv.v1.CompareAndSwapRequest
-	23, // 44: causeway.kv.v1.KV.History:input_type -> causeway.kv.v1.HistoryRequest
-	8,  // 45: causeway.kv.v1.KV.Put:output_type -> causeway.kv.v1.PutResponse
-	10, // 46: causeway.kv.v1.KV.Get:output_type -> causeway.kv.v1.GetResponse
-	12, // 47: causeway.kv.v1.KV.Delete:output_type -> causeway.kv.v1.DeleteResponse
-	15, // 48: causeway.kv.v1.KV.BatchGet:output_type -> causeway.kv.v1.BatchGetResponse
-	17, // 49: causeway.kv.v1.KV.GetTxn:output_type -> causeway.kv.v1.GetTxnResponse
-	19, // 50: causeway.kv.v1.KV.Scan:output_type -> causeway.kv.v1.ScanResponse
-	21, // 51: causeway.kv.v1.KV.CompareAndSwap:output_type -> causeway.kv.v1.CompareAndSwapResponse
-	25, // 52: causeway.kv.v1.KV.History:output_type -> causeway.kv.v1.HistoryResponse
-	45, // [45:53] is the sub-list for method output_type
-	37, // [37:45] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	9,  // 0: causeway.kv.v1.StreamRequest.put:type_name -> causeway.kv.v1.PutRequest
+	11, // 1: causeway.kv.v1.StreamRequest.get:type_name -> causeway.kv.v1.GetRequest
+	13, // 2: causeway.kv.v1.StreamRequest.delete:type_name -> causeway.kv.v1.DeleteRequest
+	10, // 3: causeway.kv.v1.StreamResponse.put:type_name -> causeway.kv.v1.PutResponse
+	12, // 4: causeway.kv.v1.StreamResponse.get:type_name -> causeway.kv.v1.GetResponse
+	14, // 5: causeway.kv.v1.StreamResponse.delete:type_name -> causeway.kv.v1.DeleteResponse
+	1,  // 6: causeway.kv.v1.WriteOptions.durability:type_name -> causeway.kv.v1.Durability
+	7,  // 7: causeway.kv.v1.WriteOptions.request_id:type_name -> causeway.kv.v1.RequestID
+	5,  // 8: causeway.kv.v1.PutRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	8,  // 9: causeway.kv.v1.PutRequest.options:type_name -> causeway.kv.v1.WriteOptions
+	6,  // 10: causeway.kv.v1.PutResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	4,  // 11: causeway.kv.v1.PutResponse.version:type_name -> causeway.kv.v1.Version
+	5,  // 12: causeway.kv.v1.GetRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 13: causeway.kv.v1.GetRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	6,  // 14: causeway.kv.v1.GetResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	4,  // 15: causeway.kv.v1.GetResponse.version:type_name -> causeway.kv.v1.Version
+	5,  // 16: causeway.kv.v1.DeleteRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	8,  // 17: causeway.kv.v1.DeleteRequest.options:type_name -> causeway.kv.v1.WriteOptions
+	6,  // 18: causeway.kv.v1.DeleteResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	4,  // 19: causeway.kv.v1.DeleteResponse.version:type_name -> causeway.kv.v1.Version
+	4,  // 20: causeway.kv.v1.KeyValue.version:type_name -> causeway.kv.v1.Version
+	5,  // 21: causeway.kv.v1.BatchGetRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 22: causeway.kv.v1.BatchGetRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	6,  // 23: causeway.kv.v1.BatchGetResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	15, // 24: causeway.kv.v1.BatchGetResponse.items:type_name -> causeway.kv.v1.KeyValue
+	5,  // 25: causeway.kv.v1.GetTxnRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	6,  // 26: causeway.kv.v1.GetTxnResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	15, // 27: causeway.kv.v1.GetTxnResponse.items:type_name -> causeway.kv.v1.KeyValue
+	5,  // 28: causeway.kv.v1.ScanRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 29: causeway.kv.v1.ScanRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	6,  // 30: causeway.kv.v1.ScanResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	15, // 31: causeway.kv.v1.ScanResponse.items:type_name -> causeway.kv.v1.KeyValue
+	5,  // 32: causeway.kv.v1.CompareAndSwapRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	4,  // 33: causeway.kv.v1.CompareAndSwapRequest.expected_version:type_name -> causeway.kv.v1.Version
+	8,  // 34: causeway.kv.v1.CompareAndSwapRequest.options:type_name -> causeway.kv.v1.WriteOptions
+	6,  // 35: causeway.kv.v1.CompareAndSwapResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	4,  // 36: causeway.kv.v1.CompareAndSwapResponse.version:type_name -> causeway.kv.v1.Version
+	4,  // 37: causeway.kv.v1.CasConflict.current:type_name -> causeway.kv.v1.Version
+	5,  // 38: causeway.kv.v1.HistoryRequest.header:type_name -> causeway.kv.v1.RequestHeader
+	0,  // 39: causeway.kv.v1.HistoryRequest.consistency:type_name -> causeway.kv.v1.Consistency
+	4,  // 40: causeway.kv.v1.VersionedValue.version:type_name -> causeway.kv.v1.Version
+	6,  // 41: causeway.kv.v1.HistoryResponse.header:type_name -> causeway.kv.v1.ResponseHeader
+	26, // 42: causeway.kv.v1.HistoryResponse.versions:type_name -> causeway.kv.v1.VersionedValue
+	9,  // 43: causeway.kv.v1.KV.Put:input_type -> causeway.kv.v1.PutRequest
+	11, // 44: causeway.kv.v1.KV.Get:input_type -> causeway.kv.v1.GetRequest
+	13, // 45: causeway.kv.v1.KV.Delete:input_type -> causeway.kv.v1.DeleteRequest
+	16, // 46: causeway.kv.v1.KV.BatchGet:input_type -> causeway.kv.v1.BatchGetRequest
+	18, // 47: causeway.kv.v1.KV.GetTxn:input_type -> causeway.kv.v1.GetTxnRequest
+	20, // 48: causeway.kv.v1.KV.Scan:input_type -> causeway.kv.v1.ScanRequest
+	22, // 49: causeway.kv.v1.KV.CompareAndSwap:input_type -> causeway.kv.v1.CompareAndSwapRequest
+	25, // 50: causeway.kv.v1.KV.History:input_type -> causeway.kv.v1.HistoryRequest
+	2,  // 51: causeway.kv.v1.KV.Stream:input_type -> causeway.kv.v1.StreamRequest
+	10, // 52: causeway.kv.v1.KV.Put:output_type -> causeway.kv.v1.PutResponse
+	12, // 53: causeway.kv.v1.KV.Get:output_type -> causeway.kv.v1.GetResponse
+	14, // 54: causeway.kv.v1.KV.Delete:output_type -> causeway.kv.v1.DeleteResponse
+	17, // 55: causeway.kv.v1.KV.BatchGet:output_type -> causeway.kv.v1.BatchGetResponse
+	19, // 56: causeway.kv.v1.KV.GetTxn:output_type -> causeway.kv.v1.GetTxnResponse
+	21, // 57: causeway.kv.v1.KV.Scan:output_type -> causeway.kv.v1.ScanResponse
+	23, // 58: causeway.kv.v1.KV.CompareAndSwap:output_type -> causeway.kv.v1.CompareAndSwapResponse
+	27, // 59: causeway.kv.v1.KV.History:output_type -> causeway.kv.v1.HistoryResponse
+	3,  // 60: causeway.kv.v1.KV.Stream:output_type -> causeway.kv.v1.StreamResponse
+	52, // [52:61] is the sub-list for method output_type
+	43, // [43:52] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_kv_v1_kv_proto_init() }
@@ -1933,7 +2200,17 @@ func file_kv_v1_kv_proto_init() {
 	if File_kv_v1_kv_proto != nil {
 		return
 	}
-	file_kv_v1_kv_proto_msgTypes[18].OneofWrappers = []any{
+	file_kv_v1_kv_proto_msgTypes[0].OneofWrappers = []any{
+		(*StreamRequest_Put)(nil),
+		(*StreamRequest_Get)(nil),
+		(*StreamRequest_Delete)(nil),
+	}
+	file_kv_v1_kv_proto_msgTypes[1].OneofWrappers = []any{
+		(*StreamResponse_Put)(nil),
+		(*StreamResponse_Get)(nil),
+		(*StreamResponse_Delete)(nil),
+	}
+	file_kv_v1_kv_proto_msgTypes[20].OneofWrappers = []any{
 		(*CompareAndSwapRequest_ExpectedVersion)(nil),
 		(*CompareAndSwapRequest_ExpectAbsent)(nil),
 	}
@@ -1943,7 +2220,7 @@ func file_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_v1_kv_proto_rawDesc), len(file_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

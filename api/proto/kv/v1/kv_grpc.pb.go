@@ -35,6 +35,7 @@ const (
 	KV_Scan_FullMethodName           = "/causeway.kv.v1.KV/Scan"
 	KV_CompareAndSwap_FullMethodName = "/causeway.kv.v1.KV/CompareAndSwap"
 	KV_History_FullMethodName        = "/causeway.kv.v1.KV/History"
+	KV_Stream_FullMethodName         = "/causeway.kv.v1.KV/Stream"
 )
 
 // KVClient is the client API for KV service.
@@ -63,6 +64,15 @@ type KVClient interface {
 	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*CompareAndSwapResponse, error)
 	// History lists the retained versions of one key, newest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// Stream carries Put, Get and Delete calls as messages of one long-lived
+	// bidirectional stream (one per client connection), answered in any
+	// order and matched by id. Each call is served exactly as its unary
+	// counterpart, with the same answer or error; what it saves is the
+	// HTTP/2 stream, headers and trailers of each unary call
+	// (docs/adr/026-call-stream.md). A server that does not serve it answers
+	// UNIMPLEMENTED and clients use the unary calls. Cancelling a call does
+	// not reach the server; its deadline does (timeout_us).
+	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamRequest, StreamResponse], error)
 }
 
 type kVClient struct {
@@ -153,6 +163,19 @@ func (c *kVClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *kVClient) Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamRequest, StreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_Stream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamRequest, StreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_StreamClient = grpc.BidiStreamingClient[StreamRequest, StreamResponse]
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -179,6 +202,15 @@ type KVServer interface {
 	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error)
 	// History lists the retained versions of one key, newest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// Stream carries Put, Get and Delete calls as messages of one long-lived
+	// bidirectional stream (one per client connection), answered in any
+	// order and matched by id. Each call is served exactly as its unary
+	// counterpart, with the same answer or error; what it saves is the
+	// HTTP/2 stream, headers and trailers of each unary call
+	// (docs/adr/026-call-stream.md). A server that does not serve it answers
+	// UNIMPLEMENTED and clients use the unary calls. Cancelling a call does
+	// not reach the server; its deadline does (timeout_us).
+	Stream(grpc.BidiStreamingServer[StreamRequest, StreamResponse]) error
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -212,6 +244,9 @@ func (UnimplementedKVServer) CompareAndSwap(context.Context, *CompareAndSwapRequ
 }
 func (UnimplementedKVServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedKVServer) Stream(grpc.BidiStreamingServer[StreamRequest, StreamResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Stream not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -378,6 +413,13 @@ func _KV_History_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(KVServer).Stream(&grpc.GenericServerStream[StreamRequest, StreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_StreamServer = grpc.BidiStreamingServer[StreamRequest, StreamResponse]
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +460,13 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _KV_History_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Stream",
+			Handler:       _KV_Stream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "kv/v1/kv.proto",
 }

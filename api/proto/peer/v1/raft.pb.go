@@ -300,6 +300,12 @@ type AppendEntriesResponse struct {
 	LastLog        uint64                 `protobuf:"varint,3,opt,name=last_log,json=lastLog,proto3" json:"last_log,omitempty"`
 	Success        bool                   `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`
 	NoRetryBackoff bool                   `protobuf:"varint,5,opt,name=no_retry_backoff,json=noRetryBackoff,proto3" json:"no_retry_backoff,omitempty"`
+	// A successful answer's promise (read leases, docs/adr/024): the
+	// follower grants no vote to another candidate, except one a leadership
+	// transfer started, for this many milliseconds after it took the
+	// request, nor after its node restarts. Zero: no promise (the previous
+	// release, or a group without leases).
+	LeasePromiseMs uint32 `protobuf:"varint,6,opt,name=lease_promise_ms,json=leasePromiseMs,proto3" json:"lease_promise_ms,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -367,6 +373,13 @@ func (x *AppendEntriesResponse) GetNoRetryBackoff() bool {
 		return x.NoRetryBackoff
 	}
 	return false
+}
+
+func (x *AppendEntriesResponse) GetLeasePromiseMs() uint32 {
+	if x != nil {
+		return x.LeasePromiseMs
+	}
+	return 0
 }
 
 // RequestVoteRequest mirrors raft.RequestVoteRequest.
@@ -837,9 +850,13 @@ func (x *RequestPreVoteResponse) GetGranted() bool {
 
 // TimeoutNowRequest mirrors raft.TimeoutNowRequest.
 type TimeoutNowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Header        *RaftHeader            `protobuf:"bytes,2,opt,name=header,proto3" json:"header,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Header *RaftHeader            `protobuf:"bytes,2,opt,name=header,proto3" json:"header,omitempty"`
+	// The sending leader's term (read leases, docs/adr/024): a replica whose
+	// raft is in a newer term refuses the request, a transfer a deposed
+	// leader started. Zero: unknown (the previous release), not checked.
+	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -886,6 +903,13 @@ func (x *TimeoutNowRequest) GetHeader() *RaftHeader {
 		return x.Header
 	}
 	return nil
+}
+
+func (x *TimeoutNowRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 // TimeoutNowResponse mirrors raft.TimeoutNowResponse.
@@ -1286,13 +1310,14 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x0eprev_log_entry\x18\x05 \x01(\x04R\fprevLogEntry\x12\"\n" +
 	"\rprev_log_term\x18\x06 \x01(\x04R\vprevLogTerm\x124\n" +
 	"\aentries\x18\a \x03(\v2\x1a.causeway.peer.v1.LogEntryR\aentries\x12.\n" +
-	"\x13leader_commit_index\x18\b \x01(\x04R\x11leaderCommitIndex\"\xc0\x01\n" +
+	"\x13leader_commit_index\x18\b \x01(\x04R\x11leaderCommitIndex\"\xea\x01\n" +
 	"\x15AppendEntriesResponse\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x19\n" +
 	"\blast_log\x18\x03 \x01(\x04R\alastLog\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12(\n" +
-	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\"o\n" +
+	"\x10no_retry_backoff\x18\x05 \x01(\bR\x0enoRetryBackoff\x12(\n" +
+	"\x10lease_promise_ms\x18\x06 \x01(\rR\x0eleasePromiseMs\"o\n" +
 	"\x19AppendEntriesBatchRequest\x12B\n" +
 	"\brequests\x18\x01 \x03(\v2&.causeway.peer.v1.AppendEntriesRequestR\brequests\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\"r\n" +
@@ -1324,10 +1349,11 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x16RequestPreVoteResponse\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
-	"\agranted\x18\x03 \x01(\bR\agranted\"_\n" +
+	"\agranted\x18\x03 \x01(\bR\agranted\"s\n" +
 	"\x11TimeoutNowRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x124\n" +
-	"\x06header\x18\x02 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\"J\n" +
+	"\x06header\x18\x02 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"J\n" +
 	"\x12TimeoutNowResponse\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.causeway.peer.v1.RaftHeaderR\x06header\"\x86\x03\n" +
 	"\x16InstallSnapshotRequest\x12\x14\n" +
