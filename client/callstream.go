@@ -57,7 +57,6 @@ var errStreamUnsupported = fmt.Errorf("%w: the server does not serve KV.Stream",
 // connection's call stream.
 type streamKV struct {
 	kvv1.KVClient // unary calls
-	kv            kvv1.KVClient
 	mu            struct {
 		sync.Mutex
 		s          *callStream
@@ -68,8 +67,7 @@ type streamKV struct {
 }
 
 func newStreamKV(conn grpc.ClientConnInterface) *streamKV {
-	kv := kvv1.NewKVClient(conn)
-	return &streamKV{KVClient: kv, kv: kv}
+	return &streamKV{KVClient: kvv1.NewKVClient(conn)}
 }
 
 // Put implements kvv1.KVClient.
@@ -78,7 +76,7 @@ func (k *streamKV) Put(ctx context.Context, in *kvv1.PutRequest, opts ...grpc.Ca
 	r, err := k.call(ctx, &kvv1.StreamRequest{Call: &kvv1.StreamRequest_Put{Put: in}}, in.GetHeader(), size, opts)
 	switch {
 	case errors.Is(err, errUseUnary):
-		return k.kv.Put(ctx, in, opts...)
+		return k.KVClient.Put(ctx, in, opts...)
 	case err != nil:
 		return nil, err
 	case r.GetPut() == nil:
@@ -93,7 +91,7 @@ func (k *streamKV) Get(ctx context.Context, in *kvv1.GetRequest, opts ...grpc.Ca
 	r, err := k.call(ctx, &kvv1.StreamRequest{Call: &kvv1.StreamRequest_Get{Get: in}}, in.GetHeader(), size, opts)
 	switch {
 	case errors.Is(err, errUseUnary):
-		return k.kv.Get(ctx, in, opts...)
+		return k.KVClient.Get(ctx, in, opts...)
 	case err != nil:
 		return nil, err
 	case r.GetGet() == nil:
@@ -108,7 +106,7 @@ func (k *streamKV) Delete(ctx context.Context, in *kvv1.DeleteRequest, opts ...g
 	r, err := k.call(ctx, &kvv1.StreamRequest{Call: &kvv1.StreamRequest_Delete{Delete: in}}, in.GetHeader(), size, opts)
 	switch {
 	case errors.Is(err, errUseUnary):
-		return k.kv.Delete(ctx, in, opts...)
+		return k.KVClient.Delete(ctx, in, opts...)
 	case err != nil:
 		return nil, err
 	case r.GetDelete() == nil:
@@ -154,7 +152,7 @@ func (k *streamKV) stream(ctx context.Context) *callStream {
 	case k.mu.s != nil && k.mu.s.failed() == nil:
 		return k.mu.s
 	}
-	s, err := openCallStream(ctx, k.kv, &k.wg)
+	s, err := openCallStream(ctx, k.KVClient, &k.wg)
 	if err != nil {
 		// The connection is down or cannot open streams: the unary call
 		// reports why, and the stream is tried again a little later.

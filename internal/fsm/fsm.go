@@ -85,8 +85,10 @@ type Hooks struct {
 	Digest func(index uint64, tx *storage.Tx)
 	// Restored is called after a snapshot replaced the shard's state.
 	Restored func(applied uint64)
-	// Closed is called after a batch that applied a Close command.
-	Closed func()
+	// Advanced is called after a batch that raised the shard's newest HLC
+	// of this site (maxHLC): it applied a write of this site or a Close,
+	// each stamped by the leader's clock at about the present.
+	Advanced func()
 	// Gate, if set, is called before each batch is applied and may
 	// block it (shard.PauseApplyForTest holds a replica's applies).
 	Gate func()
@@ -292,6 +294,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.mu.Lock()
 	applied, st, stopped := f.applied, f.st, f.stopped
 	f.mu.Unlock()
+	startHLC := st.maxHLC
 	st.owned, st.stableOwned = false, false
 	if stopped != nil {
 		for i := range out {
@@ -353,13 +356,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		start = end + 1
 	}
-	if f.hooks.Closed != nil && fatalErr == nil {
-		for _, cmd := range cmds[:n] {
-			if _, ok := cmd.GetOp().(*peerv1.Command_Close); ok {
-				f.hooks.Closed()
-				break
-			}
-		}
+	if f.hooks.Advanced != nil && fatalErr == nil && st.maxHLC > startHLC {
+		f.hooks.Advanced()
 	}
 	if f.hooks.Publish != nil {
 		f.hooks.Publish()

@@ -119,12 +119,13 @@ type Group struct {
 	// closeWant is the highest HLC a read asked this replica, as leader,
 	// to close (AdvanceClosed), closeDemand until when (unix nanoseconds)
 	// the leader keeps closing at CloseInterval; closeKick wakes
-	// closeLoop. lastClose is when this replica last applied a Close
-	// (unix nanoseconds), which tells followers a cadence is running.
+	// closeLoop. lastAdvance is when this replica last applied a Close or
+	// a write of this site that raised the shard's newest HLC (unix
+	// nanoseconds), which tells followers a cadence is running.
 	closeWant   atomic.Uint64
 	closeDemand atomic.Int64
 	closeKick   chan struct{}
-	lastClose   atomic.Int64
+	lastAdvance atomic.Int64
 
 	// paused, while set, holds every apply until it is closed
 	// (PauseApplyForTest).
@@ -174,7 +175,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		closeKick: make(chan struct{}, 1),
 	}
 	f, err := fsm.New(id, deps.DB, g.log, fsm.Hooks{Fatal: g.onFatal, Digest: g.digestHook(), Restored: g.checks.restored,
-		Closed: func() { g.lastClose.Store(time.Now().UnixNano()) }, Gate: g.applyGate, Publish: g.publishGate})
+		Advanced: func() { g.lastAdvance.Store(time.Now().UnixNano()) }, Gate: g.applyGate, Publish: g.publishGate})
 	if err != nil {
 		return nil, err
 	}
@@ -719,17 +720,17 @@ func (g *Group) CloseOnce() {
 	}
 }
 
-// CloseCadence returns CloseInterval while this replica applies Close
-// commands at that cadence (one applied within the last two intervals, or
-// more), zero otherwise: a follower that has not applied a read's
-// fallback floor may then expect it within an interval or two rather than
-// hand the read to the leader.
+// CloseCadence returns CloseInterval while this replica's newest HLC of
+// this site moves on at that cadence, by Close commands or by writes (one
+// applied within the last two intervals), zero otherwise: a follower
+// that has not applied a read's fallback floor may then expect it within
+// an interval or two rather than hand the read to the leader.
 func (g *Group) CloseCadence() time.Duration {
 	iv := g.cfg.CloseInterval
 	if iv <= 0 {
 		return 0
 	}
-	if last := g.lastClose.Load(); last == 0 || time.Since(time.Unix(0, last)) > 3*iv {
+	if last := g.lastAdvance.Load(); last == 0 || time.Since(time.Unix(0, last)) > 2*iv {
 		return 0
 	}
 	return iv
@@ -738,7 +739,11 @@ func (g *Group) CloseCadence() time.Duration {
 // closeLoop proposes the Close commands AdvanceClosed asks for while this
 // replica leads, one at a time, each covering every request made before
 // it was proposed, and then one every CloseInterval while the demand
-// lasts. It sleeps while there is no demand.
+// lasts. A cadence Close is left out when a write of this site applied in
+// the last interval already moved the shard's newest HLC on that far: on
+// a shard that takes writes, the writes keep the cadence (followers
+// catch up with a floor as fast) and a Close would only add a raft entry
+// per interval. It sleeps while there is no demand.
 func (g *Group) closeLoop() {
 	defer g.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -764,12 +769,16 @@ func (g *Group) closeLoop() {
 			continue
 		}
 		want := g.closeWant.Load()
+		_, applied, _ := g.fsm.Applied()
 		if demand && g.cfg.CloseInterval > 0 {
-			// The cadence: close the present, not only what was asked.
-			want = max(want, g.deps.Clock.Now())
+			// The cadence: close the present, not only what was asked,
+			// unless the shard's newest HLC is within an interval of it.
+			if now := g.deps.Clock.Now(); applied < hlcBefore(now, g.cfg.CloseInterval) {
+				want = max(want, now)
+			}
 			tick = time.After(g.cfg.CloseInterval)
 		}
-		if _, applied, _ := g.fsm.Applied(); applied >= want {
+		if applied >= want {
 			continue
 		}
 		// The Close must not lie below what the leader may still stamp:
@@ -783,6 +792,16 @@ func (g *Group) closeLoop() {
 			g.log.Debug("close proposal failed", "err", err)
 		}
 	}
+}
+
+// hlcBefore returns the HLC d before hlc (its wall clock part).
+func hlcBefore(hlc uint64, d time.Duration) uint64 {
+	wall, _ := causal.SplitHLC(hlc)
+	ms := uint64(d.Milliseconds())
+	if wall <= ms {
+		return 0
+	}
+	return causal.MakeHLC(wall-ms, 0)
 }
 
 // gcLoop proposes garbage-collection passes while this replica leads.

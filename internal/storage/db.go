@@ -86,7 +86,7 @@ type Config struct {
 
 // DefaultCommitInterval is how long a Derived database keeps applies in
 // its open transaction before it commits them.
-const DefaultCommitInterval = 20 * time.Millisecond
+const DefaultCommitInterval = 100 * time.Millisecond
 
 // DefaultConfig returns the production defaults for a database at path.
 func DefaultConfig(path string, id Identity) Config {
