@@ -3,6 +3,8 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -95,6 +97,7 @@ func deposedRound(ctx context.Context, t *testing.T, c *Cluster, attempt int) bo
 	other := c.Node("n1")
 	if err := poll.Wait(20*time.Second, func() error { return put(other, fmt.Sprint("new-", h.len()), 3*time.Second) }); err != nil {
 		t.Logf("attempt %d: no write through the new leader within 20 s (%v); starting over", attempt, err)
+		logStall(t, c, sh)
 		return false
 	}
 	if g := old.Srv.Router().Local(sh); g == nil || !g.IsLeader() {
@@ -119,4 +122,30 @@ func deposedRound(ctx context.Context, t *testing.T, c *Cluster, attempt int) bo
 		t.Fatalf("STRONG reads on a deposed leader: %d of 5 returned the overwritten value; the history is not linearizable (%v)", stale, res)
 	}
 	return true
+}
+
+// logStall logs each live node's replica of sh (raft state, term, last,
+// commit and applied index, known leader) and writes every goroutine's
+// stack to a file under the temporary directory, for a scenario that did
+// not come about: a write that cannot commit has a cause to find there.
+func logStall(t *testing.T, c *Cluster, sh placement.Shard) {
+	t.Helper()
+	for _, n := range c.Live() {
+		g := n.Srv.Router().Local(sh)
+		if g == nil {
+			t.Logf("%s: no replica of %s", n.ID, sh)
+			continue
+		}
+		r := g.Raft()
+		t.Logf("%s: %s %v term %d last %d commit %d applied %d leader %q", n.ID, sh, r.State(), r.CurrentTerm(), r.LastIndex(), r.CommitIndex(), r.AppliedIndex(), g.Leader())
+	}
+	f, err := os.CreateTemp("", "causeway-stall-*.txt")
+	if err != nil {
+		t.Logf("no goroutine dump: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err == nil {
+		t.Logf("goroutines: %s", f.Name())
+	}
 }
