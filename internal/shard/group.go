@@ -863,17 +863,10 @@ func (g *Group) frontier() *uint64 {
 
 // Collect runs one full garbage-collection pass over the shard.
 func (g *Group) Collect(ctx context.Context) error {
-	wall, _ := causal.SplitHLC(g.deps.Clock.Now())
-	cutoff := func(d time.Duration) uint64 {
-		ms := uint64(d.Milliseconds())
-		if ms >= wall {
-			return 0
-		}
-		return causal.MakeHLC(wall-ms, 0)
-	}
+	now := g.deps.Clock.Now()
 	pass := &peerv1.Collect{
-		CutoffHlc:        cutoff(g.cfg.VersionRetention),
-		RequestCutoffHlc: cutoff(g.cfg.RequestRetention),
+		CutoffHlc:        hlcBefore(now, g.cfg.VersionRetention),
+		RequestCutoffHlc: hlcBefore(now, g.cfg.RequestRetention),
 		MaxKeys:          g.cfg.GCBatchKeys,
 		FrontierHlc:      g.frontier(),
 	}
