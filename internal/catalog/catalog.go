@@ -210,6 +210,9 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true
+	// A group whose only voter is this node elects at once
+	// (third_party/raft/FORK.md).
+	rc.SoleVoterElectsAtOnce = true
 	snapDir := filepath.Join(cfg.SnapshotDir, GroupName)
 	store := deps.LogDB.RaftStore(GroupName)
 	c.store = store

@@ -129,6 +129,9 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	c.fsm = &fsm{onChange: c.observe}
 
 	rc := raft.DefaultConfig()
+	// A group whose only voter is this node elects at once
+	// (third_party/raft/FORK.md).
+	rc.SoleVoterElectsAtOnce = true
 	rc.LocalID = ServerID(opts.Self.Site, opts.Self.ID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout

@@ -210,6 +210,9 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	// The leader stores new entries while the followers do (ADR 020,
 	// step 20; third_party/raft/FORK.md).
 	rc.ParallelLeaderAppend = true
+	// A group whose only voter is this node elects at once
+	// (third_party/raft/FORK.md).
+	rc.SoleVoterElectsAtOnce = true
 
 	snaps, err := snapstore.New(snapstore.Config{Dir: SnapshotDir(cfg, id), Retain: 2, FS: cfg.FS}, g.log)
 	if err != nil {

@@ -242,6 +242,14 @@ type Config struct {
 	// store makes it step down. (Causeway's copy, FORK.md.)
 	ParallelLeaderAppend bool
 
+	// SoleVoterElectsAtOnce makes a follower whose latest configuration
+	// has no voter but itself start its election as soon as it enters
+	// the follower state, instead of after a HeartbeatTimeout: no other
+	// server can lead that configuration, and a single-node cluster (or
+	// a group just bootstrapped on one node) is then ready at once.
+	// (Causeway's copy, FORK.md.)
+	SoleVoterElectsAtOnce bool
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

@@ -176,6 +176,18 @@ func hasVote(configuration Configuration, id ServerID) bool {
 	return false
 }
 
+// isSoleVoter returns true if the server identified by 'id' is the only
+// voter of the provided Configuration (Causeway's copy, FORK.md).
+func isSoleVoter(configuration Configuration, id ServerID) bool {
+	voters := 0
+	for _, server := range configuration.Servers {
+		if server.Suffrage == Voter {
+			voters++
+		}
+	}
+	return voters == 1 && hasVote(configuration, id)
+}
+
 // inConfiguration returns true if the server identified by 'id' is in the
 // provided Configuration.
 func inConfiguration(configuration Configuration, id ServerID) bool {

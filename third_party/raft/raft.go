@@ -162,6 +162,10 @@ func (r *Raft) runFollower() {
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
+	soleVoter := r.config().SoleVoterElectsAtOnce && isSoleVoter(r.configurations.latest, r.localID)
+	if soleVoter {
+		heartbeatTimer = time.After(0)
+	}
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -203,7 +207,12 @@ func (r *Raft) runFollower() {
 
 		case b := <-r.bootstrapCh:
 			r.mainThreadSaturation.working()
-			b.respond(r.liveBootstrap(b.configuration))
+			err := r.liveBootstrap(b.configuration)
+			if err == nil && r.config().SoleVoterElectsAtOnce && isSoleVoter(r.configurations.latest, r.localID) {
+				soleVoter = true
+				heartbeatTimer = time.After(0)
+			}
+			b.respond(err)
 
 		case <-r.leaderNotifyCh:
 			//  Ignore since we are not the leader
@@ -219,7 +228,8 @@ func (r *Raft) runFollower() {
 
 			// Check if we have had a successful contact
 			lastContact := r.LastContact()
-			if time.Since(lastContact) < hbTimeout {
+			sole := soleVoter && isSoleVoter(r.configurations.latest, r.localID)
+			if time.Since(lastContact) < hbTimeout && !sole {
 				continue
 			}
 
@@ -240,6 +250,11 @@ func (r *Raft) runFollower() {
 				}
 			} else {
 				metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
+				if sole {
+					r.logger.Info("the only voter of the configuration, starting election at once")
+					r.setState(Candidate)
+					return
+				}
 				if hasVote(r.configurations.latest, r.localID) {
 					r.logger.Warn("heartbeat timeout reached, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
 					r.setState(Candidate)
