@@ -34,9 +34,16 @@ func testConfig(dir string) Config {
 func openAlone(t *testing.T, dir string, cfg Config) *Group {
 	t.Helper()
 	db, logs := testStores(t, dir)
+	return openOn(t, db, logs, cfg, true)
+}
+
+// openOn opens shard default/0 on node n1 on the given stores,
+// bootstrapping it as the only voter if bootstrap is set.
+func openOn(t *testing.T, db *storage.DB, logs *storage.RaftLogs, cfg Config, bootstrap bool) *Group {
+	t.Helper()
 	_, trans := raft.NewInmemTransport("n1")
 	g, err := Open(storage.ShardID{Keyspace: "default", Shard: 0}, cfg, Deps{
-		Bootstrap: true, Generation: 1,
+		Bootstrap: bootstrap, Generation: 1,
 		DB: db, LogDB: logs, NodeID: "n1", Transport: trans,
 		Clock:  causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) }),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -1,16 +1,10 @@
 package shard
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
-	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/poll"
-	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // TestSoleVoterElectsAtOnce: a replica that is the only voter of its
@@ -25,25 +19,12 @@ func TestSoleVoterElectsAtOnce(t *testing.T) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Hour, time.Hour, time.Hour
 	cfg.LeaderHeartbeatTimeout = time.Hour
 	db, logs := testStores(t, dir)
-	open := func(bootstrap bool) *Group {
-		_, trans := raft.NewInmemTransport("n1")
-		g, err := Open(storage.ShardID{Keyspace: "default", Shard: 0}, cfg, Deps{
-			Bootstrap: bootstrap, Generation: 1,
-			DB: db, LogDB: logs, NodeID: "n1", Transport: trans,
-			Clock:  causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) }),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	g := open(true)
+	g := openOn(t, db, logs, cfg, true)
 	poll.Until(t, 30*time.Second, "the bootstrapped sole voter to lead", poll.True(g.IsLeader))
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	g = open(false)
+	g = openOn(t, db, logs, cfg, false)
 	defer func() { _ = g.Close() }()
 	poll.Until(t, 30*time.Second, "the reopened sole voter to lead", poll.True(g.IsLeader))
 }
