@@ -35,6 +35,7 @@ BITES=(
   "leader-caught-up|./internal/clustertest|^TestGeoLaggingLeaderWaitsToShip\$"
   "quiet-confirmed|./internal/transport|^TestQuietLeaderCutOff\$"
   "quiet-commit|./internal/transport|^TestQuietFollowersLearnCommits\$"
+  "quiet-log-check|./internal/transport|^TestQuietFollowerThatLostItsLogCatchesUp\$"
   "leader-append|./internal/transport|^TestParallelLeaderAppendCountsOnlyStored\$"
   "state-open-reads|./internal/storage|^TestDeferredApplyIsReadBeforeItsCommit\$"
   "state-flush|./internal/storage|^TestDeferredSnapshotHoldsEveryApply\$"

@@ -83,6 +83,13 @@ const (
 	// committed; off, a follower of an idle group may not apply them
 	// until the next write.
 	QuietCommit
+	// QuietLogCheck counts a keepalive's answer as contact with a quiet
+	// group's follower only if the follower's log still reaches the last
+	// entry it acknowledged in the term (transport, quiet.go); off, a
+	// follower whose replica was opened again empty answers keepalives
+	// with success, the leader's replication waits quietly on it and it
+	// never gets the log back while the group stays idle.
+	QuietLogCheck
 	// LeaderAppend has a shard leader that stores new entries in parallel
 	// with their replication (raft.Config.ParallelLeaderAppend,
 	// third_party/raft/FORK.md) count its own copy toward their commit
@@ -155,6 +162,7 @@ var names = map[Guard]string{
 	LeaderCaughtUp:       "leader-caught-up",
 	QuietConfirmed:       "quiet-confirmed",
 	QuietCommit:          "quiet-commit",
+	QuietLogCheck:        "quiet-log-check",
 	LeaderAppend:         "leader-append",
 	StateOpenReads:       "state-open-reads",
 	StateFlush:           "state-flush",
@@ -177,7 +185,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -256,20 +256,35 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 	if c.followers[target] != f {
 		return
 	}
-	if err == nil && resp.Success && resp.Term == f.term {
+	if err == nil && resp.Success && resp.Term == f.term && f.stillHolds(resp.LastLog) {
 		if sent.After(f.quiet.confirmed) {
 			f.quiet.confirmed = sent
 		}
 		extendLease(f, sent, r.resp.GetLeasePromiseMs())
 		return
 	}
-	// Refused, failed or answered from a newer term: raft's next message
-	// goes to the follower, at once if raft waits, and raft judges its
-	// answer.
+	// Refused, failed, answered from a newer term or by a follower whose
+	// log lost what it acknowledged: raft's next message goes to the
+	// follower, at once if raft waits, and raft judges its answer.
 	f.quiet.confirmed = time.Time{}
 	if !guards.Off(guards.QuietConfirmed) {
 		f.quiet.endWait(g.net.metrics)
 	}
+}
+
+// stillHolds reports whether a follower whose log ends at lastLog still
+// holds the last entry it acknowledged in the term (guard
+// quiet-log-check). A heartbeat is answered with success by any replica
+// of the term, one opened again with an empty log too (a node that
+// dropped its replica and opened it anew while the leader still had it in
+// the configuration); a keepalive so answered must not count as contact,
+// or the leader's replication waits quietly on a follower that lacks the
+// log and, while the group stays idle, never sends it again. Entries a
+// follower acknowledged in a term are never truncated in that term and a
+// snapshot never moves its last index back, so a healthy follower never
+// answers below ackIdx. REQUIRES: the group's push.mu.
+func (f *followerCommit) stillHolds(lastLog uint64) bool {
+	return lastLog >= f.ackIdx || guards.Off(guards.QuietLogCheck)
 }
 
 // runKeepalives sends the keepalives every Config.KeepaliveInterval until

@@ -189,3 +189,83 @@ func TestQuietFollowersLearnCommits(t *testing.T) {
 		}
 	}
 }
+
+// keepOpen is a group's transport that outlives the raft over it: a
+// replica shut down over it leaves it open, so the next replica of the
+// node opened over it takes the peers' messages, pipelines included,
+// without a failure the leader could notice.
+type keepOpen struct{ *groupTransport }
+
+func (keepOpen) Close() error { return nil }
+
+// TestQuietFollowerThatLostItsLogCatchesUp: a follower of an idle group
+// whose replica is opened again with an empty log, in the same
+// configuration (a node that dropped its replica and opened it anew while
+// the leader still had it as a member), answers the leader's keepalives
+// with success: a heartbeat is taken by any replica of the term. The
+// leader's transport must not count those answers as contact, because the
+// follower's log no longer reaches what it acknowledged: raft's
+// replication then sends it a message, which it refuses, and raft sends
+// it the log again. Guard quiet-log-check (count any successful answer)
+// keeps the replication waiting quietly on the empty follower, which
+// never gets the group's writes while the group stays idle.
+func TestQuietFollowerThatLostItsLogCatchesUp(t *testing.T) {
+	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	trans := map[*testNode]keepOpen{}
+	var rafts []*raft.Raft
+	fsms := map[string]*countFSM{}
+	for _, n := range nodes {
+		tr, err := n.net.Transport("g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		trans[n] = keepOpen{tr.(*groupTransport)}
+		store := raft.NewInmemStore()
+		snaps := raft.NewInmemSnapshotStore()
+		conf := raftConfig(n.id, n.log)
+		if err := raft.BootstrapCluster(conf, store, store, snaps, trans[n], raft.Configuration{Servers: servers(nodes...)}); err != nil {
+			t.Fatal(err)
+		}
+		r, fsm := n.openOver(t, "g", conf, store, snaps, trans[n])
+		rafts, fsms[n.id] = append(rafts, r), fsm
+	}
+	applyN(t, rafts, 1, 5)
+	waitConverged(t, 5, fsms)
+	leader := waitLeader(t, rafts...)
+	waitFor(t, 30*time.Second, "the replication to both followers to wait quietly", func() bool {
+		return quietWaiting(t, nodes) == 2
+	})
+
+	var f *testNode
+	for _, n := range nodes {
+		if n.rafts["g"] != leader {
+			f = n
+			break
+		}
+	}
+	if err := f.rafts["g"].Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	// An empty replica over the same transport: no log, no configuration;
+	// it takes the leader's messages and never campaigns.
+	store := raft.NewInmemStore()
+	_, fsm := f.openOver(t, "g", raftConfig(f.id, f.log), store, raft.NewInmemSnapshotStore(), trans[f])
+	waitFor(t, 30*time.Second, "the emptied follower to get the group's log again", func() bool {
+		c, _, _ := fsm.state()
+		return c == 5
+	})
+}
+
+// openOver opens this node's replica of group over trans.
+func (n *testNode) openOver(t *testing.T, group string, conf *raft.Config, store logAndStable, snaps raft.SnapshotStore, trans raft.Transport) (*raft.Raft, *countFSM) {
+	t.Helper()
+	fsm := &countFSM{}
+	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.rafts[group], n.fsms[group] = r, fsm
+	n.mu.Unlock()
+	return r, fsm
+}
