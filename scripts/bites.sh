@@ -47,6 +47,8 @@ BITES=(
   "stale-transfer|./internal/transport|^TestStaleTransferRefused\$"
   "vote-hold|./internal/clustertest|^TestRestartedReplicaHoldsItsVote\$"
   "vote-hold|./internal/transport|^TestRestartedReplicaRefusesVotes\$"
+  "fresh-identity|./internal/clustertest|^TestWipedNodeRefusesItsOldID\$"
+  "drop-confirm|./internal/clustertest|^TestLaggingMapKeepsReplicas\$"
 )
 
 want=("$@")

@@ -386,6 +386,19 @@ func (c *Catalog) AddNode(ctx context.Context, n Node) error {
 			return nil
 		}
 	}
+	// raft refuses a second server at an address its configuration holds:
+	// a member at n's address that gossip does not report alive is one n
+	// took the address of (a node started again on the same host and
+	// ports under a new id), and it leaves first.
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(n.ID) || s.Address != raft.ServerAddress(n.PeerAddr) || c.isAlive(string(s.ID)) {
+			continue
+		}
+		if err := c.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+			return fmt.Errorf("catalog: remove %s, whose address %s %s took: %w", s.ID, n.PeerAddr, n.ID, err)
+		}
+		c.log.Info("removed a node whose address another node took from the site catalog", "node", s.ID, "peer_addr", n.PeerAddr, "by", n.ID)
+	}
 	// A new member starts as a non-voter; maintainVoters promotes
 	// non-voters so that the voters stay an odd number.
 	f := c.raft.AddNonvoter(raft.ServerID(n.ID), raft.ServerAddress(n.PeerAddr), 0, 10*time.Second)
@@ -598,9 +611,15 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	for _, n := range alive {
 		aliveSet[n.ID] = true
 	}
+	// A node whose address another node took is dead at once: it never
+	// answers again.
+	taken := addressTaken(st.Nodes, aliveSet)
 	var live []placement.NodeID
 	for id := range st.Nodes {
 		since, down := downSince[id]
+		if _, gone := taken[id]; gone {
+			continue
+		}
 		if aliveSet[id] || (down && time.Since(since) < c.cfg.DeadGrace) {
 			live = append(live, placement.NodeID(id))
 		}
@@ -765,6 +784,9 @@ func (c *Catalog) execute(ctx context.Context, st State, s placement.Step) error
 	c.log.Info("placement step", "shard", s.Shard.String(), "step", s.Kind.String(), "node", s.Node)
 	switch s.Kind {
 	case placement.StepAddLearner:
+		if err := c.freeAddress(ctx, st, s.Shard, node, replicas); err != nil {
+			return err
+		}
 		if err := step(); err != nil {
 			return err
 		}
@@ -965,6 +987,76 @@ func (c *Catalog) waitHosted(ctx context.Context, s placement.Shard, n Node, gen
 			return fmt.Errorf("catalog: %s never opened its replica of %s: %w", n.ID, s, err)
 		}
 	}
+}
+
+// isAlive reports whether node is this one or one gossip reports alive.
+func (c *Catalog) isAlive(node string) bool {
+	if node == c.cfg.NodeID {
+		return true
+	}
+	alive, _ := c.deps.Members.Alive()
+	for _, n := range alive {
+		if n.ID == node {
+			return true
+		}
+	}
+	return false
+}
+
+// addressTaken returns the registered nodes that are not alive and whose
+// peer address a live node now has: started again on the same host and
+// ports under a new id (the way back for a node that lost its data,
+// docs/adr/027). Such a node never answers again, and raft refuses the
+// new one at its address while a group lists it.
+func addressTaken(nodes map[string]Node, alive map[string]bool) map[string]string {
+	byAddr := map[string]string{}
+	for id, n := range nodes {
+		if alive[id] && n.PeerAddr != "" {
+			byAddr[n.PeerAddr] = id
+		}
+	}
+	taken := map[string]string{}
+	for id, n := range nodes {
+		if by, ok := byAddr[n.PeerAddr]; ok && !alive[id] && by != id {
+			taken[id] = by
+		}
+	}
+	return taken
+}
+
+// freeAddress removes from shard s the replicas on nodes whose address
+// node took (addressTaken) before node is added as a learner: raft would
+// refuse it while they are listed, and the planner, which adds before it
+// removes, would wait on it for good. Such a replica never answers again,
+// so the group's quorum is what it was without it. The last voter is never
+// removed.
+func (c *Catalog) freeAddress(ctx context.Context, st State, s placement.Shard, node Node, replicas []Node) error {
+	voters := 0
+	for _, r := range st.Map.Shards[s] {
+		if r.Voter {
+			voters++
+		}
+	}
+	for _, r := range st.Map.Shards[s] {
+		old, ok := st.Nodes[string(r.Node)]
+		if !ok || old.ID == node.ID || old.PeerAddr != node.PeerAddr || c.isAlive(old.ID) {
+			continue
+		}
+		if r.Voter && voters == 1 {
+			return fmt.Errorf("catalog: %s cannot join %s: the group's only voter %s was at its address %s", node.ID, s, old.ID, node.PeerAddr)
+		}
+		if err := c.deps.Shards.Remove(ctx, s, replicas, old); err != nil {
+			return fmt.Errorf("catalog: remove %s from %s, whose address %s took: %w", old.ID, s, node.ID, err)
+		}
+		if err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{
+			Shard: &peerv1.ShardRef{Keyspace: s.Keyspace, Shard: s.ID},
+			Kind:  int32(placement.StepRemove), NodeId: old.ID,
+		}}}); err != nil {
+			return err
+		}
+		c.log.Info("removed a replica whose node's address another node took", "shard", s.String(), "node", old.ID, "by", node.ID)
+	}
+	return nil
 }
 
 // nodeDown fails when gossip no longer reports node alive: a step waiting

@@ -143,6 +143,17 @@ const (
 	// votes at once for another candidate although its leader counts on
 	// its promise.
 	VoteHold
+	// FreshIdentity refuses to start a node on a new data directory under
+	// a node id its site knows as a voter of the catalog or of a shard
+	// (server.checkFreshIdentity, docs/adr/027); off, a node that lost
+	// its data rejoins its groups as a voter without their votes and logs.
+	FreshIdentity
+	// DropConfirm deletes a replica that this node's copy of the
+	// placement map no longer assigns to it only once the catalog
+	// leader's map, as new, does not either (host.confirmDrops,
+	// docs/adr/028); off, a node whose map lags deletes a replica its
+	// group counts on.
+	DropConfirm
 )
 
 var names = map[Guard]string{
@@ -173,6 +184,8 @@ var names = map[Guard]string{
 	LeaseTransfer:        "lease-transfer",
 	StaleTransfer:        "stale-transfer",
 	VoteHold:             "vote-hold",
+	FreshIdentity:        "fresh-identity",
+	DropConfirm:          "drop-confirm",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -185,7 +198,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -3,9 +3,11 @@
 // map assigns to this node is opened (created empty, to be filled by the
 // group's leader, or bootstrapped when this node is the shard's only
 // replica and it has no state), and a replica the map no longer assigns is
-// closed and its data deleted. So is a replica of an older generation of
-// its shard than the map's (one a recovery gave up, docs/adr/014), before
-// a replica of the current generation is created in its place.
+// closed and its data deleted, once the catalog leader's map confirms that
+// it is not assigned (docs/adr/028). So is a replica of an older
+// generation of its shard than the map's (one a recovery gave up,
+// docs/adr/014), before a replica of the current generation is created in
+// its place.
 //
 // Goroutines: Run owns the reconcile loop until its context ends; Close
 // then closes every group. Group and Groups may be called from any
@@ -23,6 +25,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -43,8 +46,14 @@ type Deps struct {
 	LogDB      *storage.RaftLogs
 	Transports Transports
 	// Base is copied into every group's shard.Deps (clock, metrics, logger).
-	Base   shard.Deps
-	Logger *slog.Logger
+	Base shard.Deps
+	// Current returns the catalog leader's placement map (this node's own
+	// when it leads the catalog). A replica that the map Reconcile is given
+	// no longer assigns is deleted only if Current's map, as new, does not
+	// assign it either (confirmDrops, docs/adr/028). Nil: on the given map
+	// alone.
+	Current func(ctx context.Context) (placement.Map, error)
+	Logger  *slog.Logger
 }
 
 // Host is this node's set of shard replicas.
@@ -62,6 +71,14 @@ type Host struct {
 
 // ErrNotHosted is returned for a shard this node has no replica of.
 var ErrNotHosted = errors.New("host: shard not hosted here")
+
+// ErrDropUnconfirmed is returned by Reconcile when it kept replicas its
+// map no longer assigns because the catalog leader's map did not confirm
+// it; Run reconciles again a second later.
+var ErrDropUnconfirmed = errors.New("host: keeping replicas the catalog leader's map does not confirm are gone")
+
+// confirmTimeout bounds the wait for the catalog leader's map.
+const confirmTimeout = 2 * time.Second
 
 // New returns an empty host.
 func New(deps Deps) *Host {
@@ -98,8 +115,10 @@ func storageID(s placement.Shard) storage.ShardID {
 }
 
 // Reconcile opens and closes replicas so that this node hosts exactly the
-// shards m assigns to it. Errors of single shards are collected; the rest
-// proceed.
+// shards m assigns to it. A replica m does not assign is deleted only once
+// the catalog leader's map confirms it (confirmDrops); one kept makes
+// Reconcile fail with ErrDropUnconfirmed. Errors of single shards are
+// collected; the rest proceed.
 func (h *Host) Reconcile(m placement.Map) error {
 	h.changing.Lock()
 	defer h.changing.Unlock()
@@ -151,12 +170,80 @@ func (h *Host) Reconcile(m placement.Map) error {
 		}
 	}
 	h.mu.RUnlock()
+	drop, err := h.confirmDrops(m, drop)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range drop {
 		if err := h.drop(s); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// confirmDrops returns the replicas of drop, which local (the map
+// Reconcile was given) does not assign to this node, that may be deleted:
+// those the catalog leader's map, of local's epoch or newer, does not
+// assign either. This node's copy of the map can lag: a node that comes
+// back after it was declared dead reconciles with a map that gave its
+// replicas up, while the shards' leaders may have added it back since,
+// replicated to the replica it still holds and even made it a voter.
+// Deleting such a replica on the local map alone loses a copy its group
+// counts on, entries a voter acknowledged among them. Replicas not
+// confirmed (the leader's map assigns them, is older, or cannot be had)
+// are kept, and the error says why.
+// REQUIRES: h.changing.
+func (h *Host) confirmDrops(local placement.Map, drop []placement.Shard) ([]placement.Shard, error) {
+	if len(drop) == 0 || h.deps.Current == nil || guards.Off(guards.DropConfirm) {
+		return drop, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if done := h.deps.Base.Done; done != nil {
+		// The node stops: it deletes nothing more.
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	lm, err := h.deps.Current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %d replicas: the catalog leader's map: %w", ErrDropUnconfirmed, len(drop), err)
+	}
+	if lm.Epoch < local.Epoch {
+		return nil, fmt.Errorf("%w: %d replicas: the catalog leader's map (epoch %d) is older than this node's (epoch %d)",
+			ErrDropUnconfirmed, len(drop), lm.Epoch, local.Epoch)
+	}
+	self := placement.NodeID(h.deps.NodeID)
+	var confirmed []placement.Shard
+	var kept []string
+	for _, s := range drop {
+		if assigns(lm.Shards[s], self) {
+			kept = append(kept, s.String())
+			continue
+		}
+		confirmed = append(confirmed, s)
+	}
+	if len(kept) > 0 {
+		sort.Strings(kept)
+		return confirmed, fmt.Errorf("%w: the catalog leader's map (epoch %d) still assigns %v to this node, whose map (epoch %d) does not",
+			ErrDropUnconfirmed, lm.Epoch, kept, local.Epoch)
+	}
+	return confirmed, nil
+}
+
+// assigns reports whether reps holds a replica on node.
+func assigns(reps []placement.Replica, node placement.NodeID) bool {
+	for _, r := range reps {
+		if r.Node == node {
+			return true
+		}
+	}
+	return false
 }
 
 // soleVoter reports whether self is the only voter of reps.

@@ -219,7 +219,11 @@ func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*p
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch}, nil
+	// The catalog's voters go with the map: a node that starts on a new
+	// data directory checks that its site does not count it as one
+	// (docs/adr/027). A node without a configuration names none.
+	voters, _ := s.catalog.Voters()
+	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch, CatalogVoters: voters}, nil
 }
 
 // recoverAlone makes this node's replica the only voter of its group,

@@ -30,6 +30,7 @@ import (
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/geo"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/host"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
@@ -165,13 +166,11 @@ func (s *Server) Start() (err error) {
 			s.Stop()
 		}
 	}()
-	if err := checkDataDir(s.cfg.DataDir); err != nil {
+	fresh, err := checkDataDir(s.cfg.DataDir)
+	if err != nil {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := s.openStorage(); err != nil {
-		return err
-	}
 	skew := s.cfg.ClockSkew
 	clock := causal.NewClock(func() uint64 { return uint64(time.Now().Add(skew).UnixMilli()) })
 
@@ -255,6 +254,18 @@ func (s *Server) Start() (err error) {
 	if faults != nil {
 		faults.Register(s.members.Local().GossipAddr)
 	}
+	// A node on a new data directory that joins a site must not be one
+	// the site counts as a voter: checked before any raft group opens,
+	// and before raft.db is created, so that a refused start leaves the
+	// directory empty and is refused again (docs/adr/027).
+	if fresh && len(s.cfg.Join) > 0 && !guards.Off(guards.FreshIdentity) {
+		if err := s.checkFreshIdentity(); err != nil {
+			return err
+		}
+	}
+	if err := s.openStorage(); err != nil {
+		return err
+	}
 	keyspaces, err := s.openCluster(clusterPeer, clientAddr)
 	if err != nil {
 		return err
@@ -292,7 +303,8 @@ func (s *Server) Start() (err error) {
 			Done:     s.stopping,
 			Replicas: peer.Digests{Pool: s.pool},
 		},
-		Logger: s.log,
+		Current: s.leaderMap,
+		Logger:  s.log,
 	})
 	// Every clock reading must be above every version already stored.
 	if err := s.db.View(func(tx *storage.Tx) error {
@@ -469,14 +481,15 @@ func (s *Server) failWith(failed <-chan struct{}, why func() error) {
 }
 
 // checkDataDir creates dir if needed and refuses one that holds anything
-// other than Causeway's files.
-func checkDataDir(dir string) error {
+// other than Causeway's files. fresh reports a new directory: one without
+// raft.db, so empty.
+func checkDataDir(dir string) (fresh bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return false, fmt.Errorf("data dir: %w", err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return false, fmt.Errorf("data dir: %w", err)
 	}
 	hasRaft := false
 	var foreign []string
@@ -491,14 +504,14 @@ func checkDataDir(dir string) error {
 		}
 	}
 	if len(foreign) > 0 {
-		return fmt.Errorf("%w: %s contains %q; point --data-dir at an empty or Causeway directory", ErrForeignDataDir, dir, foreign)
+		return false, fmt.Errorf("%w: %s contains %q; point --data-dir at an empty or Causeway directory", ErrForeignDataDir, dir, foreign)
 	}
 	// state.db is derived from raft.db (and the snapshots); the reverse is
 	// not true, so a directory without raft.db is never started on.
 	if len(entries) > 0 && !hasRaft {
-		return fmt.Errorf("%w: %s has no %s; refusing to start on partial data", ErrForeignDataDir, dir, raftFile)
+		return false, fmt.Errorf("%w: %s has no %s; refusing to start on partial data", ErrForeignDataDir, dir, raftFile)
 	}
-	return nil
+	return !hasRaft, nil
 }
 
 // recoverUnary turns a panic in a handler into an Internal error instead of
@@ -587,6 +600,9 @@ func (s *Server) Router() *router.Router { return s.router }
 
 // Catalog returns the node's catalog replica.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
+
+// Host returns the node's shard replicas.
+func (s *Server) Host() *host.Host { return s.host }
 
 // Members returns the gossip members this node knows, itself included.
 func (s *Server) Members() []membership.Member {

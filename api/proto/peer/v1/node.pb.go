@@ -972,8 +972,11 @@ func (*PlacementRequest) Descriptor() ([]byte, []int) {
 type PlacementResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// placement.Map encoding.
-	Map           []byte `protobuf:"bytes,1,opt,name=map,proto3" json:"map,omitempty"`
-	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Map   []byte `protobuf:"bytes,1,opt,name=map,proto3" json:"map,omitempty"`
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The voters of the site catalog's raft group, by node id, in the
+	// receiving node's latest configuration of it.
+	CatalogVoters []string `protobuf:"bytes,3,rep,name=catalog_voters,json=catalogVoters,proto3" json:"catalog_voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1020,6 +1023,13 @@ func (x *PlacementResponse) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *PlacementResponse) GetCatalogVoters() []string {
+	if x != nil {
+		return x.CatalogVoters
+	}
+	return nil
 }
 
 type ReplicaDigestRequest struct {
@@ -1688,10 +1698,11 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"%\n" +
 	"\rDrainResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x12\n" +
-	"\x10PlacementRequest\";\n" +
+	"\x10PlacementRequest\"b\n" +
 	"\x11PlacementResponse\x12\x10\n" +
 	"\x03map\x18\x01 \x01(\fR\x03map\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"^\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12%\n" +
+	"\x0ecatalog_voters\x18\x03 \x03(\tR\rcatalogVoters\"^\n" +
 	"\x14ReplicaDigestRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\xe5\x01\n" +

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/membership"
+	"github.com/causeway-db/causeway/internal/placement"
+)
+
+// ErrLostIdentity is returned by Start for a node that starts on a new
+// data directory under a node id its site counts as a voter (docs/adr/027).
+var ErrLostIdentity = errors.New("server: refusing to start under a node id that lost its data")
+
+// identityWait bounds how long a node on a new data directory looks for a
+// member of its site that answers before it starts without the check, and
+// identityAskTimeout how long it waits for one answer.
+const (
+	identityWait       = 20 * time.Second
+	identityAskTimeout = 2 * time.Second
+	identityRetry      = 500 * time.Millisecond
+)
+
+// checkFreshIdentity is run by a node whose data directory is new (no
+// raft.db) and that joins a site, before it opens any raft group: it joins
+// gossip, asks the live members of its site for their placement maps and
+// the voters of the site catalog, and refuses (ErrLostIdentity) if any of
+// them counts this node's id as a voter of the catalog or of a shard. Such
+// a node lost its votes and logs (a wiped disk, a container started
+// without its volume); under its old id it would rejoin those groups as a
+// voter that remembers nothing, and a group could then elect a leader
+// without entries it committed. A new node is a voter of nothing until it
+// caught up, so it always passes. If no member answers within identityWait
+// the node starts all the same, with a warning: the check must not keep a
+// site that restarts from being started.
+func (s *Server) checkFreshIdentity() error {
+	ctx, cancel := context.WithTimeout(context.Background(), identityWait)
+	defer cancel()
+	if _, err := s.members.Join(ctx, s.cfg.Join); err != nil {
+		s.log.Warn("new data directory: no member of the site answered; starting without checking that the site does not know this node id",
+			"join", s.cfg.Join, "err", err)
+		return nil
+	}
+	for {
+		answered, err := s.askSite(ctx)
+		if err != nil {
+			return err
+		}
+		if answered != "" {
+			s.log.Info("new data directory: the site counts this node id as a voter of nothing", "asked", answered)
+			return nil
+		}
+		t := time.NewTimer(identityRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.log.Warn("new data directory: no member of the site answered; starting without checking that the site does not know this node id",
+				"join", s.cfg.Join, "waited", identityWait)
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// askSite asks every live member of the node's site at once for its
+// placement. It fails with ErrLostIdentity if an answer counts this node
+// as a voter, else returns the answering members' ids (empty if none
+// answered).
+func (s *Server) askSite(ctx context.Context) (answered string, err error) {
+	type answer struct {
+		node    string
+		catalog bool
+		shards  int
+		epoch   uint64
+	}
+	var (
+		mu      sync.Mutex
+		answers []answer
+		wg      sync.WaitGroup
+	)
+	for _, m := range s.members.Members() {
+		if m.Site != s.cfg.Site || m.NodeID == s.cfg.NodeID || m.State != membership.StateAlive || m.PeerAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(m membership.Member) {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, identityAskTimeout)
+			defer cancel()
+			pm, voters, err := s.placementAt(actx, m.PeerAddr)
+			if err != nil {
+				s.log.Debug("new data directory: asking a member for its placement", "member", m.NodeID, "err", err)
+				return
+			}
+			catalog, shards := knownTo(pm, voters, s.cfg.NodeID)
+			mu.Lock()
+			answers = append(answers, answer{node: m.NodeID, catalog: catalog, shards: shards, epoch: pm.Epoch})
+			mu.Unlock()
+		}(m)
+	}
+	wg.Wait()
+	// The newest map that knows the node names it.
+	sort.Slice(answers, func(i, j int) bool {
+		if answers[i].epoch != answers[j].epoch {
+			return answers[i].epoch > answers[j].epoch
+		}
+		return answers[i].node < answers[j].node
+	})
+	var ids []string
+	for _, a := range answers {
+		ids = append(ids, a.node)
+	}
+	for _, a := range answers {
+		if !a.catalog && a.shards == 0 {
+			continue
+		}
+		var roles []string
+		if a.catalog {
+			roles = append(roles, "the site catalog")
+		}
+		switch {
+		case a.shards == 1:
+			roles = append(roles, "1 shard")
+		case a.shards > 1:
+			roles = append(roles, fmt.Sprintf("%d shards", a.shards))
+		}
+		return "", fmt.Errorf("%w: this node's data directory is new, but its site already knows its node id: node %s of site %s is a voter of %s (asked %s). "+
+			"It lost its raft votes and logs, and a group that counts it as a voter could elect a leader without entries it committed: "+
+			"start this node with a new --node-id (its data directory is still empty; the same host and ports will do, and the site removes %s when the new id takes its address); "+
+			"see \"A damaged data directory\" in docs/operations.md",
+			ErrLostIdentity, s.cfg.NodeID, s.cfg.Site, strings.Join(roles, " and of "), a.node, s.cfg.NodeID)
+	}
+	return strings.Join(ids, ","), nil
+}
+
+// knownTo reports whether node id is a voter of the site catalog (voters)
+// and of how many shards of m.
+func knownTo(m placement.Map, voters []string, id string) (catalog bool, shards int) {
+	for _, reps := range m.Shards {
+		for _, r := range reps {
+			if string(r.Node) == id && r.Voter {
+				shards++
+			}
+		}
+	}
+	return slices.Contains(voters, id), shards
+}
+
+// placementAt asks the node at peer address addr for its placement map and
+// the voters of its site catalog (peer.Service.Placement).
+func (s *Server) placementAt(ctx context.Context, addr string) (placement.Map, []string, error) {
+	c, err := s.pool.Node(addr)
+	if err != nil {
+		return placement.Map{}, nil, err
+	}
+	resp, err := c.Placement(ctx, &peerv1.PlacementRequest{})
+	if err != nil {
+		return placement.Map{}, nil, err
+	}
+	m, err := placement.UnmarshalMap(resp.Map)
+	if err != nil {
+		return placement.Map{}, nil, err
+	}
+	return m, resp.CatalogVoters, nil
+}
+
+// leaderMap returns the site catalog leader's placement map, this node's
+// own when it leads the catalog: the host deletes a replica its own map no
+// longer assigns only if this map does not assign it either (docs/adr/028).
+func (s *Server) leaderMap(ctx context.Context) (placement.Map, error) {
+	if s.catalog.IsLeader() {
+		m, _ := s.catalog.Map()
+		return m, nil
+	}
+	id, addr := s.catalog.Leader()
+	if addr == "" {
+		return placement.Map{}, errors.New("the site catalog has no known leader")
+	}
+	m, _, err := s.placementAt(ctx, addr)
+	if err != nil {
+		return placement.Map{}, fmt.Errorf("asking catalog leader %s: %w", id, err)
+	}
+	return m, nil
+}
