@@ -49,6 +49,7 @@ BITES=(
   "vote-hold|./internal/transport|^TestRestartedReplicaRefusesVotes\$"
   "fresh-identity|./internal/clustertest|^TestWipedNodeRefusesItsOldID\$"
   "drop-confirm|./internal/clustertest|^TestLaggingMapKeepsReplicas\$"
+  "site-incarnation|./internal/clustertest|^TestWipedFirstNodeBootstrapsApart\$"
 )
 
 want=("$@")

@@ -154,6 +154,12 @@ const (
 	// docs/adr/028); off, a node whose map lags deletes a replica its
 	// group counts on.
 	DropConfirm
+	// SiteIncarnation refuses raft traffic of the site's groups between
+	// nodes of different incarnations of the site (transport,
+	// incarnation.go; docs/adr/029); off, a node that lost its data and
+	// bootstrapped a new site at an old member's address takes the old
+	// site's raft messages into its new groups.
+	SiteIncarnation
 )
 
 var names = map[Guard]string{
@@ -186,6 +192,7 @@ var names = map[Guard]string{
 	VoteHold:             "vote-hold",
 	FreshIdentity:        "fresh-identity",
 	DropConfirm:          "drop-confirm",
+	SiteIncarnation:      "site-incarnation",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -198,7 +205,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

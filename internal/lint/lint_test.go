@@ -198,6 +198,13 @@ var statusAllowed = map[string]map[string]string{
 		// raft), and its status deliberately carries no internal detail.
 		"Server.recoverUnary": "panic recovery interceptor",
 	},
+	"internal/server/incarnation.go": {
+		// Like recoverUnary, an interceptor in front of every service of
+		// the node (kv, admin, peer): a caller of another incarnation of
+		// the site is refused before any API's handler, and its table,
+		// sees the call.
+		"Server.checkIncarnation": "site incarnation interceptor",
+	},
 }
 
 // checkStatusTables exempts client/ (the client library builds statuses for

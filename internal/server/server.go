@@ -238,8 +238,10 @@ func (s *Server) Start() (err error) {
 	if s.network, err = transport.New(tcfg, s.log, s.reg); err != nil {
 		return err
 	}
-	s.peer = grpc.NewServer(append(tcfg.ServerOptions(), grpc.ChainUnaryInterceptor(s.recoverUnary))...)
+	s.peer = grpc.NewServer(append(tcfg.ServerOptions(), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+		grpc.ChainStreamInterceptor(s.incarnationStream))...)
 	s.network.Register(s.peer)
+	poolOpts = append(poolOpts, grpc.WithChainUnaryInterceptor(s.stampUnary), grpc.WithChainStreamInterceptor(s.stampStream))
 	s.pool = peer.NewPool(poolOpts...)
 
 	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr})
@@ -264,6 +266,9 @@ func (s *Server) Start() (err error) {
 		}
 	}
 	if err := s.openStorage(); err != nil {
+		return err
+	}
+	if err := s.initIncarnation(fresh); err != nil {
 		return err
 	}
 	keyspaces, err := s.openCluster(clusterPeer, clientAddr)
@@ -329,7 +334,8 @@ func (s *Server) Start() (err error) {
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.kv = kv
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary))
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+		grpc.ChainStreamInterceptor(s.incarnationStream))
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)

@@ -40,8 +40,11 @@ var (
 	// metaRaftLogs (raft.db) is "wal" once the raft logs live in the
 	// write-ahead log rather than in the log sub-buckets.
 	metaRaftLogs = []byte("raft_logs")
-	stateApply   = []byte("applied_index")
-	stateMaxHLC  = []byte("max_hlc")
+	// metaIncarnation (raft.db) is the site's incarnation, 8 bytes big
+	// endian (docs/adr/029).
+	metaIncarnation = []byte("site_incarnation")
+	stateApply      = []byte("applied_index")
+	stateMaxHLC     = []byte("max_hlc")
 	// stateOrigin + site: the progress of that origin's replicated
 	// writes (Progress: hlc, seq; 8 bytes big endian each).
 	stateOrigin = []byte("origin/")

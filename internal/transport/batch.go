@@ -320,7 +320,7 @@ func (s *service) batched(ctx context.Context, r *peerv1.AppendEntriesRequest) *
 		err = toStatus(invalidf("a batched AppendEntries carries entries"))
 		s.n.metrics.observeReceived(typeBatched, proto.Size(r), 0, err)
 	} else {
-		resp, err = unary(ctx, s, typeBatched, r, r.GetGroup(), r.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+		resp, err = unary(ctx, s, typeBatched, r, r.GetGroup(), r.GetHeader(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
 		s.promise(r.GetGroup(), resp)
 	}
 	if err == nil {

@@ -58,8 +58,10 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrInvalidRequest):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrLeaseRefused):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrLeaseRefused), errors.Is(err, errIncarnationUnrecorded):
 		code = codes.Unavailable
+	case errors.Is(err, ErrIncarnation):
+		code = codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):

@@ -34,8 +34,14 @@ func (g *groupTransport) OnNewerGeneration(fn func(newer uint64) bool) {
 	g.mu.Unlock()
 }
 
-// admit decides whether a request of generation gen may reach raft.
-func (g *groupTransport) admit(gen uint64) error {
+// admit decides whether a request with header h may reach raft: of the
+// same site incarnation (incarnation.go) and generation as the local
+// replica.
+func (g *groupTransport) admit(h *peerv1.RaftHeader) error {
+	if err := g.admitIncarnation(h.GetIncarnation()); err != nil {
+		return err
+	}
+	gen := h.GetGeneration()
 	local := g.gen.Load()
 	if gen == local {
 		return nil
@@ -84,6 +90,7 @@ func (g *groupTransport) stamp(h *peerv1.RaftHeader) *peerv1.RaftHeader {
 		h = &peerv1.RaftHeader{}
 	}
 	h.Generation = g.gen.Load()
+	h.Incarnation = g.siteIncarnation()
 	return h
 }
 

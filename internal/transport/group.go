@@ -21,6 +21,7 @@ type groupTransport struct {
 	net       *Network
 	name      string
 	advertise string // "" for the network's
+	crossSite bool   // a group of nodes of several sites: no site incarnation (incarnation.go)
 	consumeCh chan raft.RPC
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once

@@ -40,6 +40,9 @@ type metrics struct {
 	// leaseRefusals counts votes and transfers refused to keep read
 	// leases (lease.go), by reason.
 	leaseRefusals *prometheus.CounterVec
+	// incarnationRefusals counts requests refused as coming from a node
+	// of another incarnation of the site (incarnation.go).
+	incarnationRefusals prometheus.Counter
 	// byType holds every type's series for an RPC that succeeded, looked
 	// up once: every raft message passes here. Read-only after newMetrics.
 	byType map[string]*typeSeries
@@ -95,6 +98,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "causeway", Subsystem: "transport", Name: "lease_refusals_total",
 			Help: "Requests refused to keep leaders' read leases: vote_held (a vote within the promise after this node started), stale_transfer (a leadership transfer of an older term).",
 		}, []string{"reason"}),
+		incarnationRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "transport", Name: "incarnation_refusals_total",
+			Help: "Requests refused because the sender belongs to another incarnation of this site (a node that lost its data and bootstrapped a new site at an address the other knows): raft requests of the site's groups, forwarded requests and peer calls.",
+		}),
 	}
 	m.byType = make(map[string]*typeSeries)
 	ok := resultOf(nil)
@@ -106,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting, m.leaseRefusals)
+		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting, m.leaseRefusals, m.incarnationRefusals)
 	}
 	return m
 }

@@ -26,7 +26,8 @@ type Network struct {
 	log      *slog.Logger
 	metrics  *metrics
 	dialOpts []grpc.DialOption
-	batch    batcher // batch.go
+	batch    batcher     // batch.go
+	inc      incarnation // incarnation.go
 	// stopKeepalives ends the keepalive goroutine (quiet.go), if any;
 	// keepalivesDone is closed when it returned.
 	stopKeepalives, keepalivesDone chan struct{}
@@ -98,14 +99,21 @@ func (n *Network) Register(s grpc.ServiceRegistrar) {
 // ErrDuplicateGroup while the group's transport is open, and with ErrClosed
 // after Close. Its Close unregisters the group.
 func (n *Network) Transport(group string) (raft.Transport, error) {
-	return n.TransportAt(group, "")
+	return n.open(group, "", false)
 }
 
 // TransportAt is Transport for a group whose other members dial this node
 // at advertise (host:port; "" for Config.Advertise): the cluster
 // configuration group, whose members are in other sites, which may reach
 // the node at another address than its own site does.
+//
+// Its requests carry no site incarnation and are not checked for one: its
+// members are nodes of several sites (incarnation.go).
 func (n *Network) TransportAt(group, advertise string) (raft.Transport, error) {
+	return n.open(group, advertise, true)
+}
+
+func (n *Network) open(group, advertise string, crossSite bool) (raft.Transport, error) {
 	if err := validGroup(group); err != nil {
 		return nil, err
 	}
@@ -119,6 +127,7 @@ func (n *Network) TransportAt(group, advertise string) (raft.Transport, error) {
 	}
 	g := newGroupTransport(n, group)
 	g.advertise = advertise
+	g.crossSite = crossSite
 	n.mu.groups[group] = g
 	return g, nil
 }

@@ -22,7 +22,7 @@ type service struct {
 
 // unary serves one unary request: decode validates and converts it, the
 // group's raft answers it, encode converts the answer.
-func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *service, typ string, req Req, group string, gen uint64,
+func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *service, typ string, req Req, group string, h *peerv1.RaftHeader,
 	decode func(Req) (Cmd, error), heartbeat func(Cmd) bool, encode func(Out) Resp,
 ) (resp Resp, err error) {
 	defer func() {
@@ -43,7 +43,7 @@ func unary[Req, Resp proto.Message, Cmd, Out any](ctx context.Context, s *servic
 	if err != nil {
 		return zero, err
 	}
-	if err := g.admit(gen); err != nil {
+	if err := g.admit(h); err != nil {
 		return zero, err
 	}
 	hb := heartbeat != nil && heartbeat(cmd)
@@ -64,7 +64,7 @@ func (s *service) AppendEntries(ctx context.Context, req *peerv1.AppendEntriesRe
 	if len(req.GetEntries()) == 0 && req.GetPrevLogEntry() == 0 && req.GetLeaderCommitIndex() == 0 {
 		typ = typeHeartbeat
 	}
-	resp, err := unary(ctx, s, typ, req, req.GetGroup(), req.GetHeader().GetGeneration(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
+	resp, err := unary(ctx, s, typ, req, req.GetGroup(), req.GetHeader(), appendEntriesFromProto, isHeartbeat, appendEntriesResponseToProto)
 	s.promise(req.GetGroup(), resp)
 	return resp, err
 }
@@ -76,12 +76,12 @@ func (s *service) RequestVote(ctx context.Context, req *peerv1.RequestVoteReques
 		s.n.metrics.observeReceived(typeRequestVote, proto.Size(req), 0, err)
 		return nil, err
 	}
-	return unary(ctx, s, typeRequestVote, req, req.GetGroup(), req.GetHeader().GetGeneration(), requestVoteFromProto, nil, requestVoteResponseToProto)
+	return unary(ctx, s, typeRequestVote, req, req.GetGroup(), req.GetHeader(), requestVoteFromProto, nil, requestVoteResponseToProto)
 }
 
 // RequestPreVote implements peerv1.RaftServer.
 func (s *service) RequestPreVote(ctx context.Context, req *peerv1.RequestPreVoteRequest) (*peerv1.RequestPreVoteResponse, error) {
-	return unary(ctx, s, typeRequestPreVote, req, req.GetGroup(), req.GetHeader().GetGeneration(), requestPreVoteFromProto, nil, requestPreVoteResponseToProto)
+	return unary(ctx, s, typeRequestPreVote, req, req.GetGroup(), req.GetHeader(), requestPreVoteFromProto, nil, requestPreVoteResponseToProto)
 }
 
 // TimeoutNow implements peerv1.RaftServer.
@@ -91,7 +91,7 @@ func (s *service) TimeoutNow(ctx context.Context, req *peerv1.TimeoutNowRequest)
 		s.n.metrics.observeReceived(typeTimeoutNow, proto.Size(req), 0, err)
 		return nil, err
 	}
-	return unary(ctx, s, typeTimeoutNow, req, req.GetGroup(), req.GetHeader().GetGeneration(), timeoutNowFromProto, nil, timeoutNowResponseToProto)
+	return unary(ctx, s, typeTimeoutNow, req, req.GetGroup(), req.GetHeader(), timeoutNowFromProto, nil, timeoutNowResponseToProto)
 }
 
 // AppendEntriesPipeline implements peerv1.RaftServer: it answers the
@@ -132,7 +132,7 @@ func (s *service) pipelined(ctx context.Context, req *peerv1.AppendEntriesReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := g.admit(req.GetHeader().GetGeneration()); err != nil {
+	if err := g.admit(req.GetHeader()); err != nil {
 		return nil, err
 	}
 	out, err := g.dispatch(ctx, cmd, nil, isHeartbeat(cmd))
@@ -176,7 +176,7 @@ func (s *service) InstallSnapshot(stream grpc.ClientStreamingServer[peerv1.Insta
 	if err != nil {
 		return err
 	}
-	if err := g.admit(first.GetRequest().GetHeader().GetGeneration()); err != nil {
+	if err := g.admit(first.GetRequest().GetHeader()); err != nil {
 		return err
 	}
 

@@ -38,7 +38,15 @@ type RaftHeader struct {
 	// recovery that gives replicas up starts a new one (docs/adr/014).
 	// Replicas of different generations do not exchange requests: the
 	// receiver answers FAILED_PRECONDITION.
-	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Incarnation of the sender's site: a random number the site's first
+	// node draws when it bootstraps the site, which every node that joins
+	// adopts (docs/adr/029). Requests of the site's own groups between
+	// nodes of different incarnations are refused with FAILED_PRECONDITION:
+	// a node that lost its data and bootstrapped a new site at an old
+	// member's address must not mix the two sites' raft logs. 0: unknown
+	// (a node that has not joined yet, or the cross-site cluster group).
+	Incarnation   uint64 `protobuf:"varint,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -97,6 +105,13 @@ func (x *RaftHeader) GetAddr() []byte {
 func (x *RaftHeader) GetGeneration() uint64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *RaftHeader) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
 	}
 	return 0
 }
@@ -1284,7 +1299,7 @@ var File_peer_v1_raft_proto protoreflect.FileDescriptor
 
 const file_peer_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x12peer/v1/raft.proto\x12\x10causeway.peer.v1\"{\n" +
+	"\x12peer/v1/raft.proto\x12\x10causeway.peer.v1\"\x9d\x01\n" +
 	"\n" +
 	"RaftHeader\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\x03R\x0fprotocolVersion\x12\x0e\n" +
@@ -1292,7 +1307,8 @@ const file_peer_v1_raft_proto_rawDesc = "" +
 	"\x04addr\x18\x03 \x01(\fR\x04addr\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
-	"generation\"\xaf\x01\n" +
+	"generation\x12 \n" +
+	"\vincarnation\x18\x05 \x01(\x04R\vincarnation\"\xaf\x01\n" +
 	"\bLogEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x12\n" +
