@@ -27,6 +27,22 @@ func keyPerShard(n *Node, prefix string) map[uint32]string {
 	return keys
 }
 
+// putPerShard writes value to one key of every shard (keyPerShard's,
+// with prefix) through n and returns the keys.
+func putPerShard(ctx context.Context, t *testing.T, n *Node, prefix, value string) map[uint32]string {
+	t.Helper()
+	keys := keyPerShard(n, prefix)
+	for _, k := range keys {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := n.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte(value)})
+		cancel()
+		if err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	return keys
+}
+
 // everyShardWritable polls until a write to every shard of the default
 // keyspace succeeds through n, or fails the test after d.
 func everyShardWritable(t *testing.T, n *Node, d time.Duration) {

@@ -31,15 +31,7 @@ func TestWipedNodeRefusesItsOldID(t *testing.T) {
 	c := New(t, 3, func(cfg *server.Config) { cfg.DeadGrace = grace })
 	ctx := ctxT(t, 4*time.Minute)
 	n1, n3 := c.Node("n1"), c.Node("n3")
-	keys := keyPerShard(n1, "before/")
-	for _, k := range keys {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := n1.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("v")})
-		cancel()
-		if err != nil {
-			t.Fatalf("put %s: %v", k, err)
-		}
-	}
+	keys := putPerShard(ctx, t, n1, "before/", "v")
 
 	c.Kill(n3)
 	dir := n3.Cfg.DataDir

@@ -32,15 +32,7 @@ func TestWipedFirstNodeBootstrapsApart(t *testing.T) {
 	if len(n1.Cfg.Join) != 0 {
 		t.Fatalf("n1 joins %v: the test needs the site's first node", n1.Cfg.Join)
 	}
-	keys := keyPerShard(n2, "before/")
-	for _, k := range keys {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := n2.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("v")})
-		cancel()
-		if err != nil {
-			t.Fatalf("put %s: %v", k, err)
-		}
-	}
+	keys := putPerShard(ctx, t, n2, "before/", "v")
 
 	c.Kill(n1)
 	if err := os.RemoveAll(n1.Cfg.DataDir); err != nil {

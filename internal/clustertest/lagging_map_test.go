@@ -27,15 +27,7 @@ func TestLaggingMapKeepsReplicas(t *testing.T) {
 	c := New(t, 3, nil)
 	ctx := ctxT(t, 2*time.Minute)
 	n1, n3 := c.Node("n1"), c.Node("n3")
-	keys := keyPerShard(n1, "lag/")
-	for _, k := range keys {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := n1.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(k), Value: []byte("v")})
-		cancel()
-		if err != nil {
-			t.Fatalf("put %s: %v", k, err)
-		}
-	}
+	keys := putPerShard(ctx, t, n1, "lag/", "v")
 
 	// A shard n3 holds as a follower voter, with the key written to it.
 	current, _ := n3.Srv.Catalog().Map()

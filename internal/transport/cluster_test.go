@@ -128,15 +128,7 @@ func (n *testNode) startGroupOn(t *testing.T, group string, store logAndStable, 
 			t.Fatal(err)
 		}
 	}
-	fsm := &countFSM{}
-	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.mu.Lock()
-	n.rafts[group], n.fsms[group] = r, fsm
-	n.mu.Unlock()
-	return r, fsm
+	return n.openOver(t, group, conf, store, snaps, trans)
 }
 
 // stop shuts the node down: raft groups, then the Network, then the server.
