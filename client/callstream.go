@@ -180,6 +180,9 @@ func (k *streamKV) close() {
 type callStream struct {
 	stream grpc.BidiStreamingClient[kvv1.StreamRequest, kvv1.StreamResponse]
 	cancel context.CancelFunc
+	// canceled is the Err of the stream's own context, which only this
+	// client cancels (gRPC's context of the stream also ends with it).
+	canceled func() error
 
 	sendMu sync.Mutex // serializes Send
 
@@ -204,7 +207,7 @@ func openCallStream(ctx context.Context, kv kvv1.KVClient, wg *sync.WaitGroup) (
 		cancel()
 		return nil, err
 	}
-	s := &callStream{stream: stream, cancel: cancel}
+	s := &callStream{stream: stream, cancel: cancel, canceled: sctx.Err}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -225,6 +228,10 @@ func (s *callStream) receive() {
 				err = errStreamUnsupported
 			case errors.Is(err, io.EOF):
 				err = status.Error(codes.Unavailable, "client: the call stream ended")
+			case status.Code(err) == codes.Canceled && s.canceled() == nil:
+				// Nobody here canceled the stream: the node did, as it
+				// does while it stops. Its calls go to another endpoint.
+				err = status.Error(codes.Unavailable, "client: the node ended the call stream: "+status.Convert(err).Message())
 			}
 			s.fail(err)
 			return
