@@ -19,11 +19,16 @@ const (
 	// MaxAddrLen is the longest ClientAddr or PeerAddr.
 	MaxAddrLen = 128
 	// MaxMetaSize is the largest encoding MarshalBinary produces.
-	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen)
+	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen) + 8
 )
 
-// metaVersion is the version byte MarshalBinary writes.
-const metaVersion = 1
+// metaVersion is the version byte MarshalBinary writes for a Meta without
+// an Incarnation; metaVersionIncarnation, followed by the version-1
+// fields and the incarnation (8 bytes, big endian), for one with.
+const (
+	metaVersion            = 1
+	metaVersionIncarnation = 2
+)
 
 // Compile-time check that every valid Meta fits memberlist's node meta.
 var _ [memberlist.MetaMaxSize - MaxMetaSize]struct{}
@@ -39,6 +44,9 @@ type Meta struct {
 	ClientAddr string
 	// PeerAddr is the host:port of the node's node-to-node API.
 	PeerAddr string
+	// Incarnation is the node's site incarnation (docs/adr/029), 0 while
+	// it has none.
+	Incarnation uint64
 }
 
 // Name is the node's memberlist name, Site + "/" + NodeID. Names are unique
@@ -62,18 +70,27 @@ func (m Meta) Validate() error {
 	return nil
 }
 
-// MarshalBinary encodes m: a version byte (1), then Site, NodeID,
-// ClientAddr and PeerAddr, each as a uvarint length and its bytes. It fails
-// if m is not valid.
+// MarshalBinary encodes m: a version byte (1, or 2 with an Incarnation),
+// then Site, NodeID, ClientAddr and PeerAddr, each as a uvarint length and
+// its bytes, then for version 2 the Incarnation, 8 bytes big endian. It
+// fails if m is not valid. A node of an older release reads a version 2
+// meta as its version-1 prefix.
 func (m Meta) MarshalBinary() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	b := make([]byte, 0, 1+4*2+len(m.Site)+len(m.NodeID)+len(m.ClientAddr)+len(m.PeerAddr))
-	b = append(b, metaVersion)
+	version := byte(metaVersion)
+	if m.Incarnation != 0 {
+		version = metaVersionIncarnation
+	}
+	b = append(b, version)
 	for _, f := range [...]string{m.Site, m.NodeID, m.ClientAddr, m.PeerAddr} {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
+	}
+	if m.Incarnation != 0 {
+		b = binary.BigEndian.AppendUint64(b, m.Incarnation)
 	}
 	return b, nil
 }
@@ -109,10 +126,19 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		fields[i] = string(rest[:n])
 		rest = rest[n:]
 	}
-	if version == metaVersion && len(rest) > 0 {
+	var inc uint64
+	switch {
+	case version == metaVersion && len(rest) > 0:
 		return fmt.Errorf("%w: %d trailing bytes", ErrMalformedMeta, len(rest))
+	case version >= metaVersionIncarnation:
+		if len(rest) < 8 || (version == metaVersionIncarnation && len(rest) != 8) {
+			return fmt.Errorf("%w: version %d with %d bytes after the addresses", ErrMalformedMeta, version, len(rest))
+		}
+		if inc = binary.BigEndian.Uint64(rest); inc == 0 {
+			return fmt.Errorf("%w: incarnation 0", ErrMalformedMeta)
+		}
 	}
-	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3]}
+	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3], Incarnation: inc}
 	if err := dec.Validate(); err != nil {
 		return err
 	}

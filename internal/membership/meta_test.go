@@ -20,6 +20,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		NodeID:     strings.Repeat("n", MaxNameLen),
 		ClientAddr: strings.Repeat("c", MaxAddrLen-6) + ":65535",
 		PeerAddr:   "[" + strings.Repeat("a", MaxAddrLen-4) + "]:1",
+		// The largest meta carries an incarnation.
+		Incarnation: 1 << 63,
 	}
 	for _, m := range []Meta{
 		validMeta(),
@@ -135,13 +137,43 @@ func TestUnmarshalGarbage(t *testing.T) {
 
 func TestUnmarshalNewerVersion(t *testing.T) {
 	m := validMeta()
-	b := encodeFields(2, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr, "zone-a")
+	m.Incarnation = 0x0102030405060708
+	b := encodeFields(3, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr)
+	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8)
+	b = append(b, encodeFields(0, "zone-a")[1:]...)
 	var got Meta
 	if err := got.UnmarshalBinary(b); err != nil {
-		t.Fatalf("UnmarshalBinary(version 2): %v", err)
+		t.Fatalf("UnmarshalBinary(version 3): %v", err)
 	}
 	if got != m {
 		t.Fatalf("got %+v, want %+v", got, m)
+	}
+}
+
+// TestMetaIncarnation: a Meta with a site incarnation encodes as version
+// 2 and decodes to itself; version 2 without exactly 8 bytes after the
+// addresses, or with incarnation 0, is malformed; and without an
+// incarnation the encoding stays version 1, byte for byte what nodes of
+// older releases write and read.
+func TestMetaIncarnation(t *testing.T) {
+	m := validMeta()
+	v1, err := m.MarshalBinary()
+	if err != nil || v1[0] != 1 {
+		t.Fatalf("without incarnation: version %d, %v", v1[0], err)
+	}
+	m.Incarnation = 0xfeedface
+	b, err := m.MarshalBinary()
+	if err != nil || b[0] != 2 || len(b) != len(v1)+8 {
+		t.Fatalf("with incarnation: %x, %v", b, err)
+	}
+	var got Meta
+	if err := got.UnmarshalBinary(b); err != nil || got != m {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, m)
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(append([]byte{}, b...), 0), append(append([]byte{}, b[:len(b)-8]...), 0, 0, 0, 0, 0, 0, 0, 0)} {
+		if err := got.UnmarshalBinary(bad); !errors.Is(err, ErrMalformedMeta) {
+			t.Fatalf("UnmarshalBinary(%x) = %v, want ErrMalformedMeta", bad, err)
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/membership"
 )
 
 // initIncarnation sets the node's site incarnation before any raft group
@@ -41,10 +44,30 @@ func (s *Server) initIncarnation(fresh bool) error {
 	}
 	if v != 0 {
 		s.network.SetIncarnation(v)
+		s.announceIncarnation(v)
 		return nil
 	}
-	s.network.OnIncarnation(s.logDB.SetSiteIncarnation)
+	s.network.OnIncarnation(func(v uint64) error {
+		if err := s.logDB.SetSiteIncarnation(v); err != nil {
+			return err
+		}
+		go s.announceIncarnation(v)
+		return nil
+	})
 	return nil
+}
+
+// announceIncarnation puts the node's site incarnation into its gossip
+// meta: the nodes of another incarnation of the site take it for a node
+// that is not alive (siteMembers).
+func (s *Server) announceIncarnation(v uint64) {
+	meta := s.members.Local().Meta
+	meta.Incarnation = v
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.members.UpdateMeta(ctx, meta); err != nil && !errors.Is(err, membership.ErrClosed) {
+		s.log.Warn("announcing the site incarnation in gossip", "err", err)
+	}
 }
 
 // newIncarnation draws a random, non-zero site incarnation.

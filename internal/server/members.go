@@ -5,22 +5,28 @@ import (
 	"time"
 
 	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/membership"
 )
 
 // siteMembers adapts gossip membership to catalog.Members: the alive nodes
-// of this site, and since when each other known node has not been alive.
+// of this site, and since when each other known node has not been alive. A
+// node that announces another incarnation of the site than this node's
+// (docs/adr/029) is not alive for it: it answers gossip under a member's
+// name, but refuses the site's raft traffic and calls, and a leadership
+// transfer to it would hold a shard's writes.
 type siteMembers struct {
-	m          *membership.Membership
-	site, self string
+	m           *membership.Membership
+	site, self  string
+	incarnation func() uint64 // this node's; 0 while unknown
 
 	mu        sync.Mutex
 	downSince map[string]time.Time // REQUIRES: mu
 	known     map[string]bool      // REQUIRES: mu
 }
 
-func newSiteMembers(m *membership.Membership, site, self string) *siteMembers {
-	return &siteMembers{m: m, site: site, self: self, downSince: map[string]time.Time{}, known: map[string]bool{}}
+func newSiteMembers(m *membership.Membership, site, self string, incarnation func() uint64) *siteMembers {
+	return &siteMembers{m: m, site: site, self: self, incarnation: incarnation, downSince: map[string]time.Time{}, known: map[string]bool{}}
 }
 
 // Alive implements catalog.Members.
@@ -30,13 +36,15 @@ func (s *siteMembers) Alive() ([]catalog.Node, map[string]time.Time) {
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
 	var alive []catalog.Node
+	local := s.incarnation()
 	for _, mb := range s.m.Members() {
 		if mb.Site != s.site || mb.NodeID == "" {
 			continue
 		}
 		seen[mb.NodeID] = true
 		s.known[mb.NodeID] = true
-		if mb.State == membership.StateAlive {
+		foreign := local != 0 && mb.Incarnation != 0 && mb.Incarnation != local && !guards.Off(guards.SiteIncarnation)
+		if mb.State == membership.StateAlive && !foreign {
 			delete(s.downSince, mb.NodeID)
 			alive = append(alive, catalog.Node{ID: mb.NodeID, PeerAddr: mb.PeerAddr, ClientAddr: mb.ClientAddr})
 		} else if _, ok := s.downSince[mb.NodeID]; !ok {

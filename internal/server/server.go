@@ -293,7 +293,7 @@ func (s *Server) Start() (err error) {
 		ccfg.LeaderBalanceInterval = 2 * time.Second
 	}
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
-		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID),
+		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID, s.network.Incarnation),
 		Shards: peer.Shards{Pool: s.pool}, Logger: s.log, Registry: s.reg,
 		OnStale: func(err error) { s.fail(err) },
 	}, len(s.cfg.Join) == 0); err != nil {
