@@ -59,13 +59,15 @@ func checkConversion[M proto.Message, R any](t *testing.T, b []byte, c converter
 
 // withoutGeneration returns a copy of m without the fields the converters
 // leave out because raft knows nothing of them: its header's generation
-// (the group transport stamps and checks it, generation.go), an answer's
+// and site incarnation (the group transport stamps and checks them,
+// generation.go, incarnation.go), an answer's
 // lease promise and a TimeoutNow's term (lease.go).
 func withoutGeneration[M proto.Message](m M) M {
 	c := proto.Clone(m).(M)
 	if h := c.ProtoReflect().Descriptor().Fields().ByName("header"); h != nil && c.ProtoReflect().Has(h) {
 		hdr := c.ProtoReflect().Mutable(h).Message()
 		hdr.Clear(hdr.Descriptor().Fields().ByName("generation"))
+		hdr.Clear(hdr.Descriptor().Fields().ByName("incarnation"))
 	}
 	if f := c.ProtoReflect().Descriptor().Fields().ByName("lease_promise_ms"); f != nil {
 		c.ProtoReflect().Clear(f)
