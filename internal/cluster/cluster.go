@@ -122,6 +122,17 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	}
 	c := &Cluster{opts: opts, deps: deps, log: deps.Logger.With("group", GroupName), changed: make(chan struct{}), stop: make(chan struct{})}
 	view, err := loadState(opts.StatePath)
+	if errors.Is(err, errDamagedState) {
+		// The file is a copy of what the group's log and snapshots hold:
+		// start as without it and learn the configuration again from the
+		// group, keeping the damaged file for the operator.
+		moved := opts.StatePath + ".damaged"
+		if rerr := os.Rename(opts.StatePath, moved); rerr != nil {
+			return nil, fmt.Errorf("%w (and moving it aside failed: %v)", err, rerr)
+		}
+		c.log.Error("the kept cluster configuration is damaged (a disk or file-system fault: check the disk); moving it aside and learning the configuration again from the cluster configuration group", "reason", err, "moved_to", moved)
+		view, err = loadState("")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -515,8 +526,15 @@ func loadState(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("cluster: read %s: %w", path, err)
 	}
-	return decodeConfig(b)
+	cfg, err := decodeConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %w", errDamagedState, path, err)
+	}
+	return cfg, nil
 }
+
+// errDamagedState: the kept configuration file does not decode.
+var errDamagedState = errors.New("cluster: the kept configuration is damaged")
 
 // saveState keeps cfg in path, atomically.
 func saveState(path string, cfg Config) error {

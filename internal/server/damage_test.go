@@ -7,7 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/wal"
 )
 
@@ -117,5 +123,43 @@ func TestDamagedStateIsRebuilt(t *testing.T) {
 	}
 	if _, err := os.Stat(path + damagedSuffix); err != nil {
 		t.Fatalf("the damaged state database was not kept aside: %v", err)
+	}
+}
+
+// TestDamagedClusterFileIsRelearned: cluster.json keeps a copy of the
+// cluster configuration for when its group is out of reach. A copy that
+// does not decode is moved aside and the configuration, keyspaces
+// included, is learnt again from the group's log and snapshots.
+func TestDamagedClusterFileIsRelearned(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	conn, err := grpc.NewClient(n.srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := adminv1.NewGeoClient(conn).CreateKeyspace(ctx(t), &adminv1.CreateKeyspaceRequest{Name: "orders", Shards: 2, Sites: []string{cfg.Site}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "keyspace orders is served", func() bool {
+		_, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Header: &kvv1.RequestHeader{Keyspace: "orders"}, Key: []byte("o1"), Value: []byte("paid")})
+		return err == nil
+	})
+	n.srv.Stop()
+
+	path := filepath.Join(dir, clusterFile)
+	if err := os.WriteFile(path, []byte(`{"sites": {"local": garbage`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n2 := start(t, cfg)
+	waitFor(t, 20*time.Second, "keyspace orders is served again", func() bool {
+		g, err := n2.kv.Get(ctx(t), &kvv1.GetRequest{Header: &kvv1.RequestHeader{Keyspace: "orders"}, Key: []byte("o1"), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+		return err == nil && string(g.Value) == "paid"
+	})
+	if _, err := os.Stat(path + damagedSuffix); err != nil {
+		t.Fatalf("the damaged cluster file was not kept aside: %v", err)
 	}
 }
