@@ -47,6 +47,10 @@ import (
 // Causeway did not write.
 var ErrForeignDataDir = errors.New("server: data directory is not a Causeway data directory")
 
+// ErrDataDirInUse is returned when another process (another kvd) holds
+// the data directory.
+var ErrDataDirInUse = errors.New("server: the data directory is in use by another kvd process (stop it first, or give this one its own --data-dir)")
+
 // The node's two database files (docs/adr/001) and its raft log
 // directory (docs/adr/008).
 const (
@@ -63,6 +67,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	reg *prometheus.Registry
+
+	dirLock *os.File // flock on DataDir, held until Stop ends
 
 	db      *storage.DB // MVCC state
 	logDB   *storage.DB // raft stable stores
@@ -168,6 +174,9 @@ func (s *Server) Start() (err error) {
 	}()
 	fresh, err := checkDataDir(s.cfg.DataDir)
 	if err != nil {
+		return err
+	}
+	if s.dirLock, err = lockDataDir(s.cfg.DataDir); err != nil {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -747,6 +756,9 @@ func (s *Server) Stop() {
 			if err := s.wal.Close(); err != nil {
 				s.log.Warn("closing the raft log", "err", err)
 			}
+		}
+		if s.dirLock != nil {
+			_ = s.dirLock.Close()
 		}
 		s.log.Info("kvd stopped")
 	})

@@ -839,3 +839,31 @@ func TestLostSessionIsRefused(t *testing.T) {
 		t.Fatalf("k found on a fresh site: %v", g)
 	}
 }
+
+// TestRefusesDataDirInUse: a second kvd started on the data directory of
+// a running one (other ports) is refused at once, before it joins gossip
+// under the running node's id, and the running node keeps serving. Once
+// the first stops, the directory can be used again.
+func TestRefusesDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	n := start(t, testConfig(dir))
+	n.put(t, "k", "v")
+	srv2, err := New(testConfig(dir), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv2.Start(); !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("second start on a directory in use: %v", err)
+	}
+	if srv2.members != nil {
+		t.Fatal("the refused node started gossip")
+	}
+	if g := n.get(t, "k"); string(g.Value) != "v" {
+		t.Fatalf("the running node after the refused start: %v", g)
+	}
+	n.srv.Stop()
+	n2 := start(t, testConfig(dir))
+	if g := n2.getStrong(t, "k"); string(g.Value) != "v" {
+		t.Fatalf("after a restart: %v", g)
+	}
+}
