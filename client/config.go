@@ -1,8 +1,11 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -109,6 +112,9 @@ func (cfg Config) Validate() error {
 		if e == "" {
 			return fmt.Errorf("%w: endpoint %d is empty", ErrInvalidConfig, i)
 		}
+		if err := checkEndpoint(e); err != nil {
+			return fmt.Errorf("%w: endpoint %q: %v", ErrInvalidConfig, e, err)
+		}
 	}
 	switch {
 	case cfg.DialTimeout < 0:
@@ -147,4 +153,17 @@ func (cfg Config) withDefaults() Config {
 		cfg.FailbackAfter = d.FailbackAfter
 	}
 	return cfg
+}
+
+// checkEndpoint reports whether e is a "host:port" address with a port
+// number.
+func checkEndpoint(e string) error {
+	_, port, err := net.SplitHostPort(e)
+	if err != nil {
+		return errors.New("want host:port, for example 127.0.0.1:7379")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }

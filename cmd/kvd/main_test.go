@@ -64,6 +64,9 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		{"--recover-catalog", "n1"},
 		{"--recover-catalog", "n2,Bad Id"},
 		{"--simulate-wan", "s1-s2=fast"},
+		{"--join", "garbage"},
+		{"--join", "127.0.0.1:7382,:7392"},
+		{"--join-cluster", "host:0"},
 	} {
 		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "invalid configuration") {

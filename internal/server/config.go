@@ -163,6 +163,17 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s address %q: other nodes dial it: give a host and a port", name, addr))
 		}
 	}
+	for name, addrs := range map[string][]string{"join": c.Join, "join cluster": c.JoinCluster} {
+		for _, addr := range addrs {
+			host, port, err := net.SplitHostPort(addr)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s address %q: %v (want host:port of a running node)", name, addr, err))
+			case host == "" || port == "" || port == "0":
+				errs = append(errs, fmt.Errorf("%s address %q: give a host and a port of a running node", name, addr))
+			}
+		}
+	}
 	if c.Replicas < 1 || c.Replicas > 7 {
 		errs = append(errs, fmt.Errorf("replicas %d: must be 1 to 7", c.Replicas))
 	}
