@@ -37,6 +37,9 @@ type metrics struct {
 	// is how many wait now.
 	quietWaits   prometheus.Counter
 	quietWaiting prometheus.Gauge
+	// quietWakes counts the quiet waits the keepalives ended, by reason
+	// (see quietWake*).
+	quietWakes *prometheus.CounterVec
 	// leaseRefusals counts votes and transfers refused to keep read
 	// leases (lease.go), by reason.
 	leaseRefusals *prometheus.CounterVec
@@ -94,6 +97,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "causeway", Subsystem: "transport", Name: "quiet_followers",
 			Help: "Followers of groups this node leads whose raft replication waits without a timer, kept in contact by keepalives.",
 		}),
+		quietWakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "transport", Name: "quiet_wakes_total",
+			Help: "Quiet waits of leaders' raft replication the keepalives ended, by reason: no_contact (no keepalive answered within two intervals), refused (a keepalive failed, was refused or answered from a newer term), log_lost (answered by a follower whose log no longer holds what it acknowledged: raft sends it its log again).",
+		}, []string{"reason"}),
 		leaseRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "transport", Name: "lease_refusals_total",
 			Help: "Requests refused to keep leaders' read leases: vote_held (a vote within the promise after this node started), stale_transfer (a leadership transfer of an older term).",
@@ -113,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting, m.leaseRefusals, m.incarnationRefusals)
+		reg.MustRegister(m.sent, m.received, m.sentBytes, m.receivedBytes, m.snapshotBytes, m.dialErrors, m.rpcSeconds, m.quietWaits, m.quietWaiting, m.quietWakes, m.leaseRefusals, m.incarnationRefusals)
 	}
 	return m
 }

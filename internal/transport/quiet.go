@@ -84,6 +84,22 @@ func (q *quietFollower) endWait(m *metrics) {
 	}
 }
 
+// Reasons the keepalives end a quiet wait (metric quiet_wakes_total).
+const (
+	quietWakeNoContact = "no_contact" // no keepalive answered within two intervals
+	quietWakeRefused   = "refused"    // a keepalive failed, was refused or answered from a newer term
+	quietWakeLogLost   = "log_lost"   // answered by a follower whose log lost what it acknowledged
+)
+
+// wokenBy ends raft's quiet wait on q, if any, for reason. REQUIRES: the
+// group's push.mu.
+func (q *quietFollower) wokenBy(m *metrics, reason string) {
+	if q.waiting {
+		m.quietWakes.WithLabelValues(reason).Inc()
+	}
+	q.endWait(m)
+}
+
 // answered records a successful answer of the follower to one of raft's
 // requests of the current term.
 func (q *quietFollower) answered(resp *raft.AppendEntriesResponse) {
@@ -218,7 +234,7 @@ func (g *groupTransport) keepalives(now time.Time, out map[raft.ServerAddress][]
 	for target, f := range c.followers {
 		q := &f.quiet
 		if q.waiting && now.Sub(q.confirmed) > window && !guards.Off(guards.QuietConfirmed) {
-			q.endWait(g.net.metrics) // no keepalive answered lately: raft's messages again
+			q.wokenBy(g.net.metrics, quietWakeNoContact) // no keepalive answered lately: raft's messages again
 		}
 		if !slices.Contains(open, target) || !q.idle || !q.lastOK || q.pending || (now.Sub(q.raftSent) > live && !q.waiting) {
 			continue
@@ -268,7 +284,11 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 	// follower, at once if raft waits, and raft judges its answer.
 	f.quiet.confirmed = time.Time{}
 	if !guards.Off(guards.QuietConfirmed) {
-		f.quiet.endWait(g.net.metrics)
+		reason := quietWakeRefused
+		if err == nil && resp.Success && resp.Term == f.term {
+			reason = quietWakeLogLost
+		}
+		f.quiet.wokenBy(g.net.metrics, reason)
 	}
 }
 

@@ -209,8 +209,39 @@ func (keepOpen) Close() error { return nil }
 // it the log again. Guard quiet-log-check (count any successful answer)
 // keeps the replication waiting quietly on the empty follower, which
 // never gets the group's writes while the group stays idle.
+//
+// The swap must look seamless to the leader: a keepalive that failed or
+// went unanswered while the replicas changed also ends the quiet wait and
+// sends the log again, whatever the check does. Such a run decides
+// nothing (the leader's quiet_wakes_total tells why its waits ended) and
+// the scenario starts over.
 func TestQuietFollowerThatLostItsLogCatchesUp(t *testing.T) {
+	for attempt := 1; attempt <= 5; attempt++ {
+		caughtUp, undecided := lostLogScenario(t)
+		switch {
+		case undecided > 0:
+			t.Logf("attempt %d: %v quiet waits ended by failed or late keepalives during the swap; starting over", attempt, undecided)
+		case !caughtUp:
+			t.Fatal("the emptied follower never got the group's log again: the leader's replication waits quietly on it")
+		default:
+			return
+		}
+	}
+	t.Fatal("five attempts undecided: keepalives kept failing while the replica was swapped")
+}
+
+// lostLogScenario runs TestQuietFollowerThatLostItsLogCatchesUp's
+// scenario once on three new nodes: whether the emptied follower got the
+// log again within 30 s, and how many quiet waits failed or late
+// keepalives ended meanwhile.
+func lostLogScenario(t *testing.T) (caughtUp bool, undecided float64) {
+	t.Helper()
 	nodes := []*testNode{newTestNode(t, "a", nil), newTestNode(t, "b", nil), newTestNode(t, "c", nil)}
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
 	trans := map[*testNode]keepOpen{}
 	var rafts []*raft.Raft
 	fsms := map[string]*countFSM{}
@@ -243,6 +274,11 @@ func TestQuietFollowerThatLostItsLogCatchesUp(t *testing.T) {
 			break
 		}
 	}
+	before := quietWakes(t, nodes, quietWakeNoContact) + quietWakes(t, nodes, quietWakeRefused)
+	// Heartbeats and keepalives take raft's loop from here on, not the
+	// fast path of the replica being shut down (which drops them): they
+	// wait for the next replica, which answers them.
+	trans[f].SetHeartbeatHandler(nil)
 	if err := f.rafts["g"].Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,10 +286,26 @@ func TestQuietFollowerThatLostItsLogCatchesUp(t *testing.T) {
 	// it takes the leader's messages and never campaigns.
 	store := raft.NewInmemStore()
 	_, fsm := f.openOver(t, "g", raftConfig(f.id, f.log), store, raft.NewInmemSnapshotStore(), trans[f])
-	waitFor(t, 30*time.Second, "the emptied follower to get the group's log again", func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for !caughtUp && time.Now().Before(deadline) {
 		c, _, _ := fsm.state()
-		return c == 5
-	})
+		caughtUp = c == 5
+		if !caughtUp {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	undecided = quietWakes(t, nodes, quietWakeNoContact) + quietWakes(t, nodes, quietWakeRefused) - before
+	return caughtUp, undecided
+}
+
+// quietWakes sums the quiet waits the nodes' keepalives ended for reason.
+func quietWakes(t *testing.T, nodes []*testNode, reason string) float64 {
+	t.Helper()
+	n := 0.0
+	for _, nd := range nodes {
+		n += counterValue(t, nd.net.metrics.quietWakes.WithLabelValues(reason))
+	}
+	return n
 }
 
 // openOver opens this node's replica of group over trans.
