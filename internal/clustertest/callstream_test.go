@@ -138,7 +138,7 @@ func TestCallStreamRawCalls(t *testing.T) {
 
 	// The site must serve writes first.
 	poll.Until(t, 30*time.Second, "a write on the stream", func() error {
-		send(&kvv1.StreamRequest{Id: 1, TimeoutUs: 5e6, Call: &kvv1.StreamRequest_Put{Put: &kvv1.PutRequest{Key: []byte("raw/0"), Value: []byte("v0")}}})
+		send(&kvv1.StreamRequest{Id: 1, TimeoutUs: 5e6, Call: &kvv1.StreamRequest_Put{Put: &kvv1.PutRequest{Key: []byte("raw/ready"), Value: []byte("v0")}}})
 		if r := recv(); code(r) != codes.OK || r.GetPut() == nil {
 			return fmt.Errorf("answer %d: %v", r.GetId(), code(r))
 		}
@@ -171,7 +171,9 @@ func TestCallStreamRawCalls(t *testing.T) {
 			}
 		case id >= 200 && id < 200+n:
 			// A read sent after a write of the same key on the same
-			// stream may be served first: the calls are concurrent.
+			// stream may be served first: the calls are concurrent. The
+			// key was never written before, so a read finds its value or
+			// nothing.
 			if code(r) != codes.OK || r.GetGet() == nil {
 				t.Fatalf("get %d: %v", id, code(r))
 			}
