@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -564,6 +565,11 @@ func (w *WAL) commitLoop() {
 		}
 		batch = append(batch[:0], first)
 		size := len(first.recs)
+		// Yield once before gathering: the raft goroutines of other
+		// groups that are runnable now (a follower storing a batch of
+		// several groups' entries, leaders appending at once) submit
+		// first and share this fdatasync.
+		runtime.Gosched()
 	fill:
 		for size < w.cfg.MaxBatchBytes {
 			select {
