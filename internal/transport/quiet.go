@@ -272,7 +272,8 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 	if c.followers[target] != f {
 		return
 	}
-	if err == nil && resp.Success && resp.Term == f.term && f.stillHolds(resp.LastLog) {
+	answered := err == nil && resp.Success && resp.Term == f.term
+	if answered && f.stillHolds(resp.LastLog) {
 		if sent.After(f.quiet.confirmed) {
 			f.quiet.confirmed = sent
 		}
@@ -285,7 +286,7 @@ func (g *groupTransport) confirm(target raft.ServerAddress, f *followerCommit, s
 	f.quiet.confirmed = time.Time{}
 	if !guards.Off(guards.QuietConfirmed) {
 		reason := quietWakeRefused
-		if err == nil && resp.Success && resp.Term == f.term {
+		if answered {
 			reason = quietWakeLogLost
 		}
 		f.quiet.wokenBy(g.net.metrics, reason)

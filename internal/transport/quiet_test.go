@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // quietCounts are what nodes' transports did with idle messages.
@@ -286,14 +288,12 @@ func lostLogScenario(t *testing.T) (caughtUp bool, undecided float64) {
 	// it takes the leader's messages and never campaigns.
 	store := raft.NewInmemStore()
 	_, fsm := f.openOver(t, "g", raftConfig(f.id, f.log), store, raft.NewInmemSnapshotStore(), trans[f])
-	deadline := time.Now().Add(30 * time.Second)
-	for !caughtUp && time.Now().Before(deadline) {
-		c, _, _ := fsm.state()
-		caughtUp = c == 5
-		if !caughtUp {
-			time.Sleep(10 * time.Millisecond)
+	caughtUp = poll.Wait(30*time.Second, func() error {
+		if c, _, _ := fsm.state(); c != 5 {
+			return fmt.Errorf("applied %d of 5 commands", c)
 		}
-	}
+		return nil
+	}) == nil
 	undecided = quietWakes(t, nodes, quietWakeNoContact) + quietWakes(t, nodes, quietWakeRefused) - before
 	return caughtUp, undecided
 }
