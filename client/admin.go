@@ -97,6 +97,37 @@ func (c *Client) Drain(ctx context.Context, nodeID string, undo bool, opts ...Op
 	return resp.GetPlacementEpoch(), nil
 }
 
+// RemoveNode removes node nodeID, which is gone for good, from its site:
+// the site catalog forgets it, Members no longer lists it, and its id is
+// never taken back (a kvd that starts under it is refused or stopped; its
+// machine comes back with an empty data directory and a new node id). It
+// returns what the catalog recorded: the placement epoch of the removal
+// and the node's last addresses. Any node of the site serves the call and
+// forwards it to the catalog leader.
+//
+// It fails with FailedPrecondition for a node gossip reports alive or
+// suspect, one the placement map still assigns shard replicas, and a voter
+// of the site catalog (the message says which and what to do: the site
+// replaces the replicas and the catalog seat of a node down for longer
+// than its dead grace), and with NotFound for a node the site does not
+// know or removed already. A retry after a lost reply can find the node
+// removed already.
+func (c *Client) RemoveNode(ctx context.Context, nodeID string, opts ...Option) (*adminv1.RemoveNodeResponse, error) {
+	if nodeID == "" {
+		return nil, fmt.Errorf("client: remove node: %w", invalidArgument("node id is required"))
+	}
+	o := c.options(opts)
+	var resp *adminv1.RemoveNodeResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.admin[ep].RemoveNode(ctx, &adminv1.RemoveNodeRequest{NodeId: nodeID})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: remove node: %w", err)
+	}
+	return resp, nil
+}
+
 // RecoverShard recovers shard shard of keyspace, whose replica group lost
 // its quorum for good: node nodeID's replica goes on as the group's only
 // voter, the placement map drops the other replicas, and the site grows

@@ -50,6 +50,9 @@ BITES=(
   "fresh-identity|./internal/clustertest|^TestWipedNodeRefusesItsOldID\$"
   "drop-confirm|./internal/clustertest|^TestLaggingMapKeepsReplicas\$"
   "site-incarnation|./internal/clustertest|^TestWipedFirstNodeBootstrapsApart\$"
+  "node-remove-check|./internal/catalog|^TestRemoveRefusal\$"
+  "node-remove-check|./internal/catalog|^TestRemoveNodeOp\$"
+  "node-remove-check|./internal/cli|^TestIntegrationNodeRemove\$"
 )
 
 want=("$@")

@@ -105,6 +105,9 @@ type Members interface {
 	// Alive returns the alive nodes of this site, and for every node that
 	// is not alive, since when it has not been.
 	Alive() (alive []Node, downSince map[string]time.Time)
+	// Suspect reports whether gossip suspects node: a probe of it failed
+	// and it has neither refuted the suspicion nor been declared dead.
+	Suspect(node string) bool
 }
 
 // Shards executes the raft half of placement steps on shard groups.
@@ -161,6 +164,9 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Registry receives the catalog's metrics (nil: none).
 	Registry prometheus.Registerer
+	// Notifier, if set, tells a node that runs under a removed id that
+	// the site removed it (RemoveNode, docs/adr/030).
+	Notifier Notifier
 	// OnStale, if set, is called once when a replica of a newer
 	// generation of the catalog shows this one was given up by a recovery
 	// elsewhere (docs/adr/014). The replica stops taking part in the group
@@ -193,13 +199,17 @@ type Catalog struct {
 	// and when the next check is due.
 	balancedKey string
 	balanceDue  time.Time
+	// told is when each removed node that gossip reports alive was last
+	// told it was removed (leaderLoop's goroutine only, tellRemoved).
+	told map[string]time.Time
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
 // no state is created with this node as its only voter (the first node of a
 // new site); otherwise a new replica waits to be added by the leader.
 func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
-	c := &Catalog{cfg: cfg, deps: deps, fsm: newFSM(), log: deps.Logger.With("group", GroupName), stop: make(chan struct{}), keyspaces: maps.Clone(cfg.Keyspaces)}
+	c := &Catalog{cfg: cfg, deps: deps, fsm: newFSM(), log: deps.Logger.With("group", GroupName), stop: make(chan struct{}), keyspaces: maps.Clone(cfg.Keyspaces),
+		told: map[string]time.Time{}}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
@@ -369,9 +379,13 @@ func (c *Catalog) SetDraining(ctx context.Context, nodeID string, draining bool)
 }
 
 // AddNode registers a node and adds it to the catalog group as a
-// non-voter (leader only); maintainVoters promotes it.
+// non-voter (leader only); maintainVoters promotes it. A node removed from
+// the site (RemoveNode) is ErrNodeRemoved: it is never added again.
 func (c *Catalog) AddNode(ctx context.Context, n Node) error {
 	st, _ := c.State()
+	if r, ok := st.Removed[n.ID]; ok {
+		return fmt.Errorf("%w: %s was removed at placement epoch %d", ErrNodeRemoved, n.ID, r.Epoch)
+	}
 	if cur, ok := st.Nodes[n.ID]; !ok || cur.PeerAddr != n.PeerAddr || cur.ClientAddr != n.ClientAddr {
 		if err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Node{Node: &peerv1.CatalogNode{NodeId: n.ID, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr}}}); err != nil {
 			return err
@@ -588,7 +602,10 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	alive, downSince := c.deps.Members.Alive()
-	for _, n := range alive {
+	reg, _ := c.State()
+	// A node that runs under a removed id is not registered again: it is
+	// told to stop.
+	for _, n := range c.tellRemoved(ctx, reg, alive) {
 		if err := c.AddNode(ctx, n); err != nil {
 			c.log.Warn("adding node to catalog", "node", n.ID, "err", err)
 		}

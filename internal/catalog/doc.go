@@ -1,6 +1,7 @@
 // Package catalog is a site's authoritative configuration: the placement
 // map (shard → replicas, epoch), the registry of the site's nodes and their
-// addresses, and which nodes are draining. It is replicated by a small raft
+// addresses, which nodes are draining, and which node ids were removed
+// from the site for good (RemoveNode, remove.go; never registered again). It is replicated by a small raft
 // group, "catalog", that every node of the site joins (the first three as
 // voters, the others as non-voters), so every node has a local, consistent
 // copy to route with. Gossip (package membership) only says who is alive.

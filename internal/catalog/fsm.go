@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/snapstore"
 )
@@ -33,6 +34,15 @@ var (
 	// ErrStaleGeneration: a recovery step names another generation of its
 	// shard than the one it would start (another recovery came first).
 	ErrStaleGeneration = errors.New("catalog: stale shard generation")
+	// ErrUnknownNode: the catalog has no such node.
+	ErrUnknownNode = errors.New("catalog: unknown node")
+	// ErrNodeRemoved: the node was removed from the site for good
+	// (RemoveNode, docs/adr/030): it is not registered again, and a node
+	// that runs under its id must stop.
+	ErrNodeRemoved = errors.New("catalog: node removed from the site")
+	// ErrNodeHasReplicas: a node to remove is still assigned shard
+	// replicas by the placement map.
+	ErrNodeHasReplicas = errors.New("catalog: node still holds shard replicas")
 )
 
 // Node is a registered node of the site.
@@ -43,19 +53,58 @@ type Node struct {
 	Draining   bool   `json:"draining,omitempty"`
 }
 
+// RemovedNode is a node removed from the site for good (docs/adr/030).
+type RemovedNode struct {
+	ID         string `json:"id"`
+	PeerAddr   string `json:"peer_addr,omitempty"`
+	ClientAddr string `json:"client_addr,omitempty"`
+	// Epoch is the placement epoch of the removal.
+	Epoch uint64 `json:"epoch"`
+	// By is who asked (the client's address and the node its call reached).
+	By string `json:"by,omitempty"`
+}
+
 // State is the catalog's replicated state.
 type State struct {
 	Map   placement.Map
 	Nodes map[string]Node
+	// Removed are the node ids removed for good: never registered again.
+	Removed map[string]RemovedNode
 }
 
 // clone returns a deep copy.
 func (s State) clone() State {
-	c := State{Map: s.Map.Clone(), Nodes: make(map[string]Node, len(s.Nodes))}
+	c := State{Map: s.Map.Clone(), Nodes: make(map[string]Node, len(s.Nodes)), Removed: make(map[string]RemovedNode, len(s.Removed))}
 	for k, v := range s.Nodes {
 		c.Nodes[k] = v
 	}
+	for k, v := range s.Removed {
+		c.Removed[k] = v
+	}
 	return c
+}
+
+// RemovedIDs lists the removed node ids, sorted.
+func (s State) RemovedIDs() []string {
+	out := make([]string, 0, len(s.Removed))
+	for id := range s.Removed {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// replicasOn counts the replicas (voters and learners) m assigns to node.
+func replicasOn(m placement.Map, node string) int {
+	n := 0
+	for _, reps := range m.Shards {
+		for _, r := range reps {
+			if string(r.Node) == node {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Draining lists the draining nodes, sorted.
@@ -78,7 +127,7 @@ type fsm struct {
 }
 
 func newFSM() *fsm {
-	return &fsm{state: State{Nodes: map[string]Node{}}, changed: make(chan struct{})}
+	return &fsm{state: State{Nodes: map[string]Node{}, Removed: map[string]RemovedNode{}}, changed: make(chan struct{})}
 }
 
 // snapshot returns a copy of the state and a channel closed on its next change.
@@ -138,6 +187,9 @@ func (f *fsm) applyLocked(cmd *peerv1.CatalogCommand) error {
 		}
 		f.state.Map = m
 	case *peerv1.CatalogCommand_Node:
+		if r, ok := f.state.Removed[op.Node.NodeId]; ok {
+			return fmt.Errorf("%w: %s was removed at placement epoch %d and is not registered again", ErrNodeRemoved, r.ID, r.Epoch)
+		}
 		n := f.state.Nodes[op.Node.NodeId]
 		n.ID, n.PeerAddr, n.ClientAddr = op.Node.NodeId, op.Node.PeerAddr, op.Node.ClientAddr
 		f.state.Nodes[n.ID] = n
@@ -186,15 +238,43 @@ func (f *fsm) applyLocked(cmd *peerv1.CatalogCommand) error {
 			return fmt.Errorf("%w: step starts generation %d of %s, the next is %d", ErrStaleGeneration, s.Generation, step.Shard, next)
 		}
 		return f.state.Map.Apply(step)
+	case *peerv1.CatalogCommand_RemoveNode:
+		return f.removeNodeLocked(op.RemoveNode)
 	default:
 		return fmt.Errorf("%w: %T", ErrUnknownCommand, cmd.Op)
 	}
 	return nil
 }
 
+// removeNodeLocked removes a node from the site for good (docs/adr/030).
+// It refuses a node the map still assigns a replica (guard
+// node-remove-check): the leader checks that before it proposes, and this
+// check holds against a placement step committed in between. REQUIRES:
+// f.mu.
+func (f *fsm) removeNodeLocked(req *peerv1.RemoveNodeRequest) error {
+	id := req.GetNodeId()
+	if r, ok := f.state.Removed[id]; ok {
+		return fmt.Errorf("%w: %s was removed already (placement epoch %d)", ErrNodeRemoved, id, r.Epoch)
+	}
+	n, ok := f.state.Nodes[id]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownNode, id)
+	}
+	if held := replicasOn(f.state.Map, id); held > 0 && !guards.Off(guards.NodeRemoveCheck) {
+		return fmt.Errorf("%w: the placement map at epoch %d assigns %s %d", ErrNodeHasReplicas, f.state.Map.Epoch, id, held)
+	}
+	delete(f.state.Nodes, id)
+	f.state.Map.Epoch++ // planning and Members react to the change
+	f.state.Removed[id] = RemovedNode{ID: id, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr, Epoch: f.state.Map.Epoch, By: req.GetRequestedBy()}
+	return nil
+}
+
+// snapshotState is the snapshot's encoding. Removed is absent from the
+// snapshots of earlier releases, which removed no nodes.
 type snapshotState struct {
-	Map   []byte          `json:"map"`
-	Nodes map[string]Node `json:"nodes"`
+	Map     []byte                 `json:"map"`
+	Nodes   map[string]Node        `json:"nodes"`
+	Removed map[string]RemovedNode `json:"removed,omitempty"`
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -204,7 +284,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(snapshotState{Map: m, Nodes: f.state.Nodes})
+	b, err := json.Marshal(snapshotState{Map: m, Nodes: f.state.Nodes, Removed: f.state.Removed})
 	if err != nil {
 		return nil, err
 	}
@@ -224,8 +304,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if ss.Nodes == nil {
 		ss.Nodes = map[string]Node{}
 	}
+	if ss.Removed == nil {
+		ss.Removed = map[string]RemovedNode{}
+	}
 	f.mu.Lock()
-	f.state = State{Map: m, Nodes: ss.Nodes}
+	f.state = State{Map: m, Nodes: ss.Nodes, Removed: ss.Removed}
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

@@ -29,6 +29,10 @@ func seedCommands(tb testing.TB) [][]byte {
 		{Op: &peerv1.CatalogCommand_Node{Node: &peerv1.CatalogNode{NodeId: "n4", PeerAddr: "h4:1", ClientAddr: "h4:2"}}},
 		{Op: &peerv1.CatalogCommand_Drain{Drain: &peerv1.DrainRequest{NodeId: "n2", Draining: true}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepAddLearner), NodeId: "n3"}}},
+		// With the command three before it (register n4): a removal that
+		// applies; then one refused for the replicas n3 holds.
+		{Op: &peerv1.CatalogCommand_RemoveNode{RemoveNode: &peerv1.RemoveNodeRequest{NodeId: "n4", RequestedBy: "client via n1"}}},
+		{Op: &peerv1.CatalogCommand_RemoveNode{RemoveNode: &peerv1.RemoveNodeRequest{NodeId: "n3"}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepRemove), NodeId: "n1", Epoch: 1}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepForceRecover), NodeId: "n2", Generation: 1}}},
 		{Op: &peerv1.CatalogCommand_Step{Step: &peerv1.PlacementStep{Shard: shard, Kind: int32(placement.StepRecover), NodeId: "n1", Generation: 5}}},

@@ -8,6 +8,7 @@ import (
 type metrics struct {
 	steps    *prometheus.CounterVec
 	inFlight prometheus.Gauge
+	removals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Catalog) *metrics {
@@ -20,12 +21,16 @@ func newMetrics(reg prometheus.Registerer, c *Catalog) *metrics {
 			Namespace: "causeway", Subsystem: "placement", Name: "rebalancing",
 			Help: "Placement steps in progress on this node (the catalog leader); 0 when the site is balanced.",
 		}),
+		removals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "catalog", Name: "node_removals_total",
+			Help: "Node removals (kvctl node remove) this node decided as catalog leader, by result: ok, refused, error.",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m
 	}
 	self := c.cfg.NodeID
-	reg.MustRegister(m.steps, m.inFlight,
+	reg.MustRegister(m.steps, m.inFlight, m.removals,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "causeway", Subsystem: "placement", Name: "epoch",
 			Help: "Epoch of the placement map as this node sees it.",

@@ -107,7 +107,8 @@ Environment:
 
 Exit codes:
   0  success
-  1  not found (get of a missing or deleted key, node drain of an unknown node)
+  1  not found (get of a missing or deleted key, node drain or node remove of
+     an unknown node, node remove of a node removed already)
   2  usage error or invalid argument (bad flags or version text, InvalidArgument
      from the server, corrupt session file)
   3  compare-and-swap conflict (cas found another version than expected)

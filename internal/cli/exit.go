@@ -16,8 +16,9 @@ import (
 const (
 	// ExitOK: the command succeeded.
 	ExitOK = 0
-	// ExitNotFound: get of a key that does not exist (or is deleted), or
-	// node drain of a node the site does not know.
+	// ExitNotFound: get of a key that does not exist (or is deleted), node
+	// drain or node remove of a node the site does not know, or node remove
+	// of a node it removed already.
 	ExitNotFound = 1
 	// ExitUsage: bad command line, invalid argument (also as reported by
 	// the server), bad version text, or a corrupt session file.

@@ -14,9 +14,9 @@ import (
 	"github.com/causeway-db/causeway/client"
 )
 
-// Site-wide commands: cluster members, cluster shards and node drain. Any
-// node of the site answers them, so unlike cluster status they make one
-// call that fails over between --endpoints.
+// Site-wide commands: cluster members, cluster shards, node drain and node
+// remove. Any node of the site answers them, so unlike cluster status they
+// make one call that fails over between --endpoints.
 
 type jsonMember struct {
 	NodeID     string `json:"node_id"`
@@ -172,7 +172,65 @@ func orNone(s string) string {
 }
 
 func (a *app) nodeCommand() *cobra.Command {
-	return groupCommand("node", "Node maintenance", a.drainCommand())
+	return groupCommand("node", "Node maintenance", a.drainCommand(), a.removeCommand())
+}
+
+func (a *app) removeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NODE",
+		Short: "Remove a node that is gone for good from the site",
+		Long: `Remove NODE, a node that will never return, from its site for good: the site
+catalog forgets it, cluster members no longer lists it, and its node id is
+never taken back. A kvd that runs under that id again is stopped with an
+error (it would come back on data the site gave up), and one started on an
+empty data directory under it is refused: use the machine again with an
+empty data directory and a new --node-id.
+
+The site refuses (exit code 5, with the reason and what to do) a node that
+gossip reports alive or suspect (to retire a running node, drain it with
+node drain --wait and stop it first), one that the placement map still
+assigns shard replicas, and one that still votes in the site catalog: the
+site re-creates the replicas, and gives up the catalog seat, of a node down
+for longer than kvd's --dead-grace.
+
+Prints the placement epoch that records the removal. Exits with code 1 if
+the site does not know NODE or removed it already.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageErrorf("%s needs NODE, the id of the node to remove (kvctl cluster members lists the site's nodes)", cmd.CommandPath())
+			case len(args) > 1:
+				return usageErrorf("%s takes one NODE, got %d arguments: %q", cmd.CommandPath(), len(args), args)
+			case args[0] == "":
+				return usageErrorf("NODE is empty")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.RemoveNode(ctx, node)
+				if status.Code(err) == codes.NotFound {
+					return withCode(ExitNotFound, err)
+				}
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return writeJSON(a.env.Stdout, struct {
+						NodeID         string `json:"node_id"`
+						Removed        bool   `json:"removed"`
+						PlacementEpoch uint64 `json:"placement_epoch"`
+						PeerAddr       string `json:"peer_addr"`
+						ClientAddr     string `json:"client_addr"`
+					}{node, true, resp.GetPlacementEpoch(), resp.GetPeerAddr(), resp.GetClientAddr()})
+				}
+				_, err = fmt.Fprintf(a.env.Stdout, "node %s is removed from the site (placement epoch %d); its id is not taken back: "+
+					"wipe its data directory, and start the machine again with a new --node-id\n", node, resp.GetPlacementEpoch())
+				return err
+			})
+		},
+	}
 }
 
 // drainWaitTimeout is the default deadline of node drain --wait.

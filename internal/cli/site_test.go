@@ -303,3 +303,33 @@ func TestSiteUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeRemoveUsageErrors: node remove takes exactly one non-empty NODE;
+// anything else is a usage error (exit 2) that says what is wrong and
+// points at the command's help, before any call.
+func TestNodeRemoveUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing NODE", []string{"node", "remove"}, "kvctl node remove needs NODE, the id of the node to remove (kvctl cluster members lists the site's nodes)"},
+		{"extra argument", []string{"node", "remove", "n3", "n4"}, `kvctl node remove takes one NODE, got 2 arguments: ["n3" "n4"]`},
+		{"empty NODE", []string{"node", "remove", ""}, "NODE is empty"},
+		{"unknown flag", []string{"node", "remove", "n3", "--force"}, "unknown flag: --force"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A dead endpoint: none of these may get as far as a call.
+			r := kvctl(t, "", nil, append([]string{"--endpoints", "127.0.0.1:1", "--timeout", "1s"}, tc.args...)...)
+			if r.code != ExitUsage || r.stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+			checkErrLine(t, r, tc.want)
+			checkErrLine(t, r, "(see 'kvctl node remove --help')")
+		})
+	}
+	r := kvctl(t, "", nil, "node", "remove", "--help")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "kvctl node remove NODE") || !strings.Contains(r.stdout, "--dead-grace") {
+		t.Fatalf("node remove --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+}

@@ -160,6 +160,12 @@ const (
 	// bootstrapped a new site at an old member's address takes the old
 	// site's raft messages into its new groups.
 	SiteIncarnation
+	// NodeRemoveCheck refuses to remove a node from its site for good
+	// (catalog.RemoveNode, docs/adr/030) while gossip reports it alive or
+	// suspect, the placement map assigns it a replica, or it votes in the
+	// site catalog; off, a node the site still counts on is removed, and
+	// a live one is stopped.
+	NodeRemoveCheck
 )
 
 var names = map[Guard]string{
@@ -193,6 +199,7 @@ var names = map[Guard]string{
 	FreshIdentity:        "fresh-identity",
 	DropConfirm:          "drop-confirm",
 	SiteIncarnation:      "site-incarnation",
+	NodeRemoveCheck:      "node-remove-check",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -205,7 +212,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -25,6 +25,9 @@ var (
 	ErrNodeIDRequired = errors.New("peer: node id is required")
 	// ErrUnknownNode: the site catalog has no such node.
 	ErrUnknownNode = errors.New("peer: unknown node")
+	// ErrOtherNode: a NodeRemoved notice names another node or site than
+	// the receiving node's.
+	ErrOtherNode = errors.New("peer: the notice is for another node")
 	// ErrUnknownOp: a replica change this build does not know.
 	ErrUnknownOp = errors.New("peer: unknown replica change")
 	// ErrNotVoter: leadership cannot move to a node that is not a voter of
@@ -60,6 +63,7 @@ var codeTable = []struct {
 	{ErrScanLimit, codes.InvalidArgument},
 	{ErrNodeIDRequired, codes.InvalidArgument},
 	{ErrUnknownOp, codes.InvalidArgument},
+	{ErrOtherNode, codes.InvalidArgument},
 	{ErrNotHosted, codes.FailedPrecondition},
 	{ErrNotVoter, codes.FailedPrecondition},
 	{ErrUnsafeRecovery, codes.FailedPrecondition},
@@ -71,6 +75,11 @@ var codeTable = []struct {
 	{catalog.ErrNothingToRecover, codes.FailedPrecondition},
 	{catalog.ErrStaleGeneration, codes.Aborted},
 	{catalog.ErrNotLeader, codes.Unavailable},
+	{catalog.ErrUnknownNode, codes.NotFound},
+	{catalog.ErrNodeRemoved, codes.NotFound},
+	{catalog.ErrNodeNotDown, codes.FailedPrecondition},
+	{catalog.ErrNodeHasReplicas, codes.FailedPrecondition},
+	{catalog.ErrCatalogVoter, codes.FailedPrecondition},
 	{ErrUnknownNode, codes.NotFound},
 	{ErrNotLeader, codes.Unavailable},
 	{ErrNoCatalogLeader, codes.Unavailable},

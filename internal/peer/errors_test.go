@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/shard"
 )
 
@@ -26,6 +27,13 @@ func TestToStatus(t *testing.T) {
 		{"not hosted", fmt.Errorf("%w: default/3", ErrNotHosted), codes.FailedPrecondition},
 		{"not a voter", fmt.Errorf("%w: n2 of default/3", ErrNotVoter), codes.FailedPrecondition},
 		{"unknown node", fmt.Errorf("%w %q", ErrUnknownNode, "n9"), codes.NotFound},
+		{"notice for another node", fmt.Errorf("%w: it names n3", ErrOtherNode), codes.InvalidArgument},
+		{"remove: unknown node", fmt.Errorf("%w %q", catalog.ErrUnknownNode, "n9"), codes.NotFound},
+		{"remove: removed already", fmt.Errorf("%w: n4 was removed already", catalog.ErrNodeRemoved), codes.NotFound},
+		{"remove: alive", fmt.Errorf("%w: gossip reports n2 alive", catalog.ErrNodeNotDown), codes.FailedPrecondition},
+		{"remove: replicas", fmt.Errorf("%w: 3", catalog.ErrNodeHasReplicas), codes.FailedPrecondition},
+		{"remove: catalog voter", fmt.Errorf("%w: n3", catalog.ErrCatalogVoter), codes.FailedPrecondition},
+		{"remove: leadership lost", unavailable(catalog.ErrNotLeader), codes.Unavailable},
 		{"not leader", fmt.Errorf("%w: default/3", ErrNotLeader), codes.Unavailable},
 		{"no catalog leader", ErrNoCatalogLeader, codes.Unavailable},
 		{"corrupt replica", fmt.Errorf("%w: shard default/3", shard.ErrCorrupt), codes.Unavailable},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -31,11 +32,21 @@ type Service struct {
 	local   Local
 	catalog *catalog.Catalog
 	pool    *Pool
+	// onRemoved handles NodeRemoved (nil: refused).
+	onRemoved func(*peerv1.NodeRemovedRequest) error
 }
 
 // NewService returns the Node service of this node.
 func NewService(local Local, cat *catalog.Catalog, pool *Pool) *Service {
 	return &Service{local: local, catalog: cat, pool: pool}
+}
+
+// OnRemoved sets what the service does when the catalog leader tells this
+// node that its site removed it (NodeRemoved, docs/adr/030): fn checks
+// that the request names this node and stops it; its error is the call's.
+func (s *Service) OnRemoved(fn func(*peerv1.NodeRemovedRequest) error) *Service {
+	s.onRemoved = fn
+	return s
 }
 
 func shardOf(r *peerv1.ShardRef) (placement.Shard, error) {
@@ -212,9 +223,52 @@ func (s *Service) Drain(ctx context.Context, req *peerv1.DrainRequest) (*peerv1.
 	return c.Drain(ctx, req)
 }
 
+// RemoveNode implements peerv1.NodeServer; it forwards to the catalog
+// leader, which decides (catalog.RemoveNode).
+func (s *Service) RemoveNode(ctx context.Context, req *peerv1.RemoveNodeRequest) (*peerv1.RemoveNodeResponse, error) {
+	if req.NodeId == "" {
+		return nil, toStatus(ErrNodeIDRequired)
+	}
+	if s.catalog.IsLeader() {
+		rn, err := s.catalog.RemoveNode(ctx, req.NodeId, req.RequestedBy)
+		if err != nil {
+			if !catalog.RemoveRefused(err) {
+				err = unavailable(err)
+			}
+			return nil, toStatus(err)
+		}
+		return &peerv1.RemoveNodeResponse{Epoch: rn.Epoch, PeerAddr: rn.PeerAddr, ClientAddr: rn.ClientAddr}, nil
+	}
+	_, addr := s.catalog.Leader()
+	if addr == "" {
+		return nil, toStatus(ErrNoCatalogLeader)
+	}
+	c, err := s.pool.Node(addr)
+	if err != nil {
+		return nil, toStatus(unavailable(err))
+	}
+	return c.RemoveNode(ctx, req)
+}
+
+// NodeRemoved implements peerv1.NodeServer: the catalog leader tells this
+// node that its site removed it.
+func (s *Service) NodeRemoved(ctx context.Context, req *peerv1.NodeRemovedRequest) (*peerv1.NodeRemovedResponse, error) {
+	if req.NodeId == "" {
+		return nil, toStatus(ErrNodeIDRequired)
+	}
+	if s.onRemoved == nil {
+		return nil, toStatus(fmt.Errorf("%w: this node does not take removal notices", ErrOtherNode))
+	}
+	if err := s.onRemoved(req); err != nil {
+		return nil, toStatus(err)
+	}
+	return &peerv1.NodeRemovedResponse{}, nil
+}
+
 // Placement implements peerv1.NodeServer.
 func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*peerv1.PlacementResponse, error) {
-	m, _ := s.catalog.Map()
+	st, _ := s.catalog.State()
+	m := st.Map
 	b, err := m.Marshal()
 	if err != nil {
 		return nil, toStatus(err)
@@ -222,8 +276,9 @@ func (s *Service) Placement(ctx context.Context, _ *peerv1.PlacementRequest) (*p
 	// The catalog's voters go with the map: a node that starts on a new
 	// data directory checks that its site does not count it as one
 	// (docs/adr/027). A node without a configuration names none.
+	// So do the ids the site removed for good (docs/adr/030).
 	voters, _ := s.catalog.Voters()
-	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch, CatalogVoters: voters}, nil
+	return &peerv1.PlacementResponse{Map: b, Epoch: m.Epoch, CatalogVoters: voters, RemovedNodes: st.RemovedIDs()}, nil
 }
 
 // recoverAlone makes this node's replica the only voter of its group,
@@ -446,4 +501,27 @@ func (x Shards) CaughtUp(ctx context.Context, s placement.Shard, replicas []cata
 		return false, err
 	}
 	return st.Hosted && st.AppliedIndex >= lst.CommitIndex, nil
+}
+
+// Nodes implements catalog.Notifier over the peer service.
+type Nodes struct {
+	Pool *Pool
+	// Site and NodeID are this node's, the catalog leader's that tells.
+	Site, NodeID string
+}
+
+var _ catalog.Notifier = Nodes{}
+
+// NodeRemoved implements catalog.Notifier.
+func (x Nodes) NodeRemoved(ctx context.Context, n catalog.Node, r catalog.RemovedNode) error {
+	c, err := x.Pool.Node(n.PeerAddr)
+	if err != nil {
+		return err
+	}
+	// The node came back at an address whose connection failed while it
+	// was down: wait (within ctx) for the pool to reconnect rather than
+	// fail at once with the old connection's error.
+	_, err = c.NodeRemoved(ctx, &peerv1.NodeRemovedRequest{NodeId: n.ID, Site: x.Site, Epoch: r.Epoch, RemovedBy: r.By, LeaderId: x.NodeID},
+		grpc.WaitForReady(true))
+	return err
 }

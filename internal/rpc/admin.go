@@ -10,6 +10,7 @@ import (
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/hashicorp/raft"
+	grpcpeer "google.golang.org/grpc/peer"
 
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/membership"
@@ -97,7 +98,8 @@ type Cluster struct {
 	Pool    *peer.Pool
 }
 
-// WithCluster enables the site-wide calls (Members, Shards, Drain).
+// WithCluster enables the site-wide calls (Members, Shards, Drain,
+// RemoveNode, RecoverShard).
 func (a *Admin) WithCluster(c Cluster) *Admin {
 	a.cluster = &c
 	return a
@@ -121,6 +123,11 @@ func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *a
 	seen := map[string]bool{}
 	for _, m := range a.cluster.Members.Members() {
 		if m.Site != a.cfg.Site {
+			continue
+		}
+		// A node removed for good is no member any more, unless a process
+		// runs under its id again (the catalog leader tells it to stop).
+		if _, removed := st.Removed[m.NodeID]; removed && m.State != membership.StateAlive && m.State != membership.StateSuspect {
 			continue
 		}
 		seen[m.NodeID] = true
@@ -253,6 +260,36 @@ func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adm
 		return nil, err
 	}
 	return &adminv1.DrainResponse{PlacementEpoch: dr.Epoch}, nil
+}
+
+// RemoveNode implements adminv1.AdminServer: the catalog leader decides
+// (catalog.RemoveNode); this node forwards the call to it, naming the
+// client, and returns its answer.
+func (a *Admin) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) (resp *adminv1.RemoveNodeResponse, err error) {
+	defer a.metrics.observe("remove_node", time.Now(), &err)
+	if a.cluster == nil {
+		return nil, adminStatus(ErrNoCluster)
+	}
+	if req.NodeId == "" {
+		return nil, adminStatus(ErrNodeIDRequired)
+	}
+	_, addr := a.cluster.Catalog.Leader()
+	if addr == "" {
+		return nil, adminStatus(ErrNoCatalogLeader)
+	}
+	c, err := a.cluster.Pool.Node(addr)
+	if err != nil {
+		return nil, adminStatus(peerUnavailable(err))
+	}
+	by := "client via " + a.cfg.NodeID
+	if p, ok := grpcpeer.FromContext(ctx); ok && p.Addr != nil {
+		by = "client " + p.Addr.String() + " via " + a.cfg.NodeID
+	}
+	pr, err := c.RemoveNode(ctx, &peerv1.RemoveNodeRequest{NodeId: req.NodeId, RequestedBy: by})
+	if err != nil {
+		return nil, err // the catalog leader's status
+	}
+	return &adminv1.RemoveNodeResponse{PlacementEpoch: pr.Epoch, PeerAddr: pr.PeerAddr, ClientAddr: pr.ClientAddr}, nil
 }
 
 // RecoverShard implements adminv1.AdminServer. A dry run is answered from

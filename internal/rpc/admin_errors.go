@@ -13,7 +13,7 @@ import (
 // Errors of the Admin service.
 var (
 	// ErrNoCluster: the node runs without a site catalog, so the site-wide
-	// calls (Members, Shards, Drain) are not available.
+	// calls (Members, Shards, Drain, RemoveNode) are not available.
 	ErrNoCluster = errors.New("admin: no cluster")
 	// ErrNodeIDRequired: the request names no node.
 	ErrNodeIDRequired = errors.New("admin: node_id is required")
@@ -61,6 +61,11 @@ var adminCodeTable = []struct {
 	{catalog.ErrNothingToRecover, codes.FailedPrecondition},
 	{catalog.ErrStaleGeneration, codes.Aborted},
 	{catalog.ErrNotLeader, codes.Unavailable},
+	{catalog.ErrUnknownNode, codes.NotFound},
+	{catalog.ErrNodeRemoved, codes.NotFound},
+	{catalog.ErrNodeNotDown, codes.FailedPrecondition},
+	{catalog.ErrNodeHasReplicas, codes.FailedPrecondition},
+	{catalog.ErrCatalogVoter, codes.FailedPrecondition},
 }
 
 // adminStatus converts an error of an Admin handler to a gRPC status

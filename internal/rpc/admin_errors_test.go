@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 )
@@ -22,6 +23,11 @@ func TestAdminStatus(t *testing.T) {
 		{"node id", ErrNodeIDRequired, codes.InvalidArgument},
 		{"no catalog leader", ErrNoCatalogLeader, codes.Unavailable},
 		{"peer", peerUnavailable(errors.New("dial tcp: refused")), codes.Unavailable},
+		{"remove: unknown node", catalog.ErrUnknownNode, codes.NotFound},
+		{"remove: removed already", catalog.ErrNodeRemoved, codes.NotFound},
+		{"remove: alive", catalog.ErrNodeNotDown, codes.FailedPrecondition},
+		{"remove: replicas", catalog.ErrNodeHasReplicas, codes.FailedPrecondition},
+		{"remove: catalog voter", catalog.ErrCatalogVoter, codes.FailedPrecondition},
 		{"shared: unknown keyspace", router.ErrUnknownKeyspace, codes.NotFound},
 		{"shared: shard stopped", shard.ErrStopped, codes.Unavailable},
 		{"shared: corrupt replica", shard.ErrCorrupt, codes.Unavailable},

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/membership"
+	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
 )
 
@@ -70,15 +72,17 @@ func (s *Server) checkFreshIdentity() error {
 }
 
 // askSite asks every live member of the node's site at once for its
-// placement. It fails with ErrLostIdentity if an answer counts this node
-// as a voter, else returns the answering members' ids (empty if none
-// answered).
+// placement. It fails with catalog.ErrNodeRemoved if an answer lists this
+// node's id as removed from the site (docs/adr/030), with ErrLostIdentity
+// if one counts it as a voter, else returns the answering members' ids
+// (empty if none answered).
 func (s *Server) askSite(ctx context.Context) (answered string, err error) {
 	type answer struct {
 		node    string
 		catalog bool
 		shards  int
 		epoch   uint64
+		removed bool
 	}
 	var (
 		mu      sync.Mutex
@@ -94,14 +98,15 @@ func (s *Server) askSite(ctx context.Context) (answered string, err error) {
 			defer wg.Done()
 			actx, cancel := context.WithTimeout(ctx, identityAskTimeout)
 			defer cancel()
-			pm, voters, err := s.placementAt(actx, m.PeerAddr)
+			resp, pm, err := s.placementAt(actx, m.PeerAddr)
 			if err != nil {
 				s.log.Debug("new data directory: asking a member for its placement", "member", m.NodeID, "err", err)
 				return
 			}
-			catalog, shards := knownTo(pm, voters, s.cfg.NodeID)
+			catalog, shards := knownTo(pm, resp.CatalogVoters, s.cfg.NodeID)
+			removed := slices.Contains(resp.RemovedNodes, s.cfg.NodeID)
 			mu.Lock()
-			answers = append(answers, answer{node: m.NodeID, catalog: catalog, shards: shards, epoch: pm.Epoch})
+			answers = append(answers, answer{node: m.NodeID, catalog: catalog, shards: shards, epoch: pm.Epoch, removed: removed})
 			mu.Unlock()
 		}(m)
 	}
@@ -116,6 +121,13 @@ func (s *Server) askSite(ctx context.Context) (answered string, err error) {
 	var ids []string
 	for _, a := range answers {
 		ids = append(ids, a.node)
+	}
+	for _, a := range answers {
+		if a.removed {
+			return "", fmt.Errorf("%w: node %s of site %s was removed from its site for good (kvctl node remove; asked %s), and the site does not take a removed node id back: "+
+				"start this node with a new --node-id (its data directory is still empty); see \"Removing a dead node for good\" in docs/operations.md",
+				catalog.ErrNodeRemoved, s.cfg.NodeID, s.cfg.Site, a.node)
+		}
 	}
 	for _, a := range answers {
 		if !a.catalog && a.shards == 0 {
@@ -153,22 +165,23 @@ func knownTo(m placement.Map, voters []string, id string) (catalog bool, shards 
 	return slices.Contains(voters, id), shards
 }
 
-// placementAt asks the node at peer address addr for its placement map and
-// the voters of its site catalog (peer.Service.Placement).
-func (s *Server) placementAt(ctx context.Context, addr string) (placement.Map, []string, error) {
+// placementAt asks the node at peer address addr for its placement map, the
+// voters of its site catalog and the node ids its site removed
+// (peer.Service.Placement).
+func (s *Server) placementAt(ctx context.Context, addr string) (*peerv1.PlacementResponse, placement.Map, error) {
 	c, err := s.pool.Node(addr)
 	if err != nil {
-		return placement.Map{}, nil, err
+		return nil, placement.Map{}, err
 	}
 	resp, err := c.Placement(ctx, &peerv1.PlacementRequest{})
 	if err != nil {
-		return placement.Map{}, nil, err
+		return nil, placement.Map{}, err
 	}
 	m, err := placement.UnmarshalMap(resp.Map)
 	if err != nil {
-		return placement.Map{}, nil, err
+		return nil, placement.Map{}, err
 	}
-	return m, resp.CatalogVoters, nil
+	return resp, m, nil
 }
 
 // leaderMap returns the site catalog leader's placement map, this node's
@@ -183,9 +196,28 @@ func (s *Server) leaderMap(ctx context.Context) (placement.Map, error) {
 	if addr == "" {
 		return placement.Map{}, errors.New("the site catalog has no known leader")
 	}
-	m, _, err := s.placementAt(ctx, addr)
+	_, m, err := s.placementAt(ctx, addr)
 	if err != nil {
 		return placement.Map{}, fmt.Errorf("asking catalog leader %s: %w", id, err)
 	}
 	return m, nil
+}
+
+// removed stops the node when the catalog leader tells it that its site
+// removed its node id for good (kvctl node remove, docs/adr/030): it came
+// back on a data directory the site gave up, after a restart or a healed
+// partition, and must not serve that data or take part in the site under
+// that id. The notice must name this node and site.
+func (s *Server) removed(req *peerv1.NodeRemovedRequest) error {
+	if req.NodeId != s.cfg.NodeID || req.Site != s.cfg.Site {
+		return fmt.Errorf("%w: it names node %s of site %s, this is node %s of site %s", peer.ErrOtherNode, req.NodeId, req.Site, s.cfg.NodeID, s.cfg.Site)
+	}
+	by := req.RemovedBy
+	if by == "" {
+		by = "unknown"
+	}
+	s.fail(fmt.Errorf("%w: node %s of site %s was removed from its site for good (placement epoch %d, asked by %s; told by catalog leader %s), and the site no longer counts on this data directory: "+
+		"stop this kvd and wipe its data directory (%s); to use the machine again, start kvd on the empty directory with a new --node-id; see \"Removing a dead node for good\" in docs/operations.md",
+		catalog.ErrNodeRemoved, s.cfg.NodeID, s.cfg.Site, req.Epoch, by, req.LeaderId, s.cfg.DataDir))
+	return nil
 }

@@ -70,3 +70,13 @@ func (s *siteMembers) Alive() ([]catalog.Node, map[string]time.Time) {
 	}
 	return alive, out
 }
+
+// Suspect implements catalog.Members.
+func (s *siteMembers) Suspect(node string) bool {
+	for _, mb := range s.m.Members() {
+		if mb.Site == s.site && mb.NodeID == node && mb.State == membership.StateSuspect {
+			return true
+		}
+	}
+	return false
+}

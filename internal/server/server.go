@@ -304,7 +304,8 @@ func (s *Server) Start() (err error) {
 	if s.catalog, err = catalog.Open(ccfg, catalog.Deps{
 		LogDB: s.logs, Transport: catTrans, Members: newSiteMembers(s.members, s.cfg.Site, s.cfg.NodeID, s.network.Incarnation),
 		Shards: peer.Shards{Pool: s.pool}, Logger: s.log, Registry: s.reg,
-		OnStale: func(err error) { s.fail(err) },
+		OnStale:  func(err error) { s.fail(err) },
+		Notifier: peer.Nodes{Pool: s.pool, Site: s.cfg.Site, NodeID: s.cfg.NodeID},
 	}, len(s.cfg.Join) == 0); err != nil {
 		return err
 	}
@@ -348,7 +349,7 @@ func (s *Server) Start() (err error) {
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)
-	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool))
+	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool).OnRemoved(s.removed))
 	s.startWAN()
 	s.startGeo(m)
 	s.followCluster()

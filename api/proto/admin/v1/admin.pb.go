@@ -889,6 +889,112 @@ func (x *DrainResponse) GetPlacementEpoch() uint64 {
 	return 0
 }
 
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The placement epoch that records the removal.
+	PlacementEpoch uint64 `protobuf:"varint,1,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
+	// The removed node's addresses, as the site catalog knew them.
+	PeerAddr      string `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	ClientAddr    string `protobuf:"bytes,3,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemoveNodeResponse) GetPlacementEpoch() uint64 {
+	if x != nil {
+		return x.PlacementEpoch
+	}
+	return 0
+}
+
+func (x *RemoveNodeResponse) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *RemoveNodeResponse) GetClientAddr() string {
+	if x != nil {
+		return x.ClientAddr
+	}
+	return ""
+}
+
 type RecoverShardRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -903,7 +1009,7 @@ type RecoverShardRequest struct {
 
 func (x *RecoverShardRequest) Reset() {
 	*x = RecoverShardRequest{}
-	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1021,7 @@ func (x *RecoverShardRequest) String() string {
 func (*RecoverShardRequest) ProtoMessage() {}
 
 func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1034,7 @@ func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverShardRequest.ProtoReflect.Descriptor instead.
 func (*RecoverShardRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecoverShardRequest) GetKeyspace() string {
@@ -988,7 +1094,7 @@ type RecoveryReplica struct {
 
 func (x *RecoveryReplica) Reset() {
 	*x = RecoveryReplica{}
-	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1106,7 @@ func (x *RecoveryReplica) String() string {
 func (*RecoveryReplica) ProtoMessage() {}
 
 func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1119,7 @@ func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryReplica.ProtoReflect.Descriptor instead.
 func (*RecoveryReplica) Descriptor() ([]byte, []int) {
-	return file_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecoveryReplica) GetNodeId() string {
@@ -1120,7 +1226,7 @@ type RecoverShardResponse struct {
 
 func (x *RecoverShardResponse) Reset() {
 	*x = RecoverShardResponse{}
-	mi := &file_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1238,7 @@ func (x *RecoverShardResponse) String() string {
 func (*RecoverShardResponse) ProtoMessage() {}
 
 func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1251,7 @@ func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverShardResponse.ProtoReflect.Descriptor instead.
 func (*RecoverShardResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecoverShardResponse) GetKeyspace() string {
@@ -1283,7 +1389,14 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04undo\x18\x02 \x01(\bR\x04undo\"8\n" +
 	"\rDrainResponse\x12'\n" +
-	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch\"v\n" +
+	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"{\n" +
+	"\x12RemoveNodeResponse\x12'\n" +
+	"\x0fplacement_epoch\x18\x01 \x01(\x04R\x0eplacementEpoch\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x1f\n" +
+	"\vclient_addr\x18\x03 \x01(\tR\n" +
+	"clientAddr\"v\n" +
 	"\x13RecoverShardRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x17\n" +
@@ -1316,14 +1429,16 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\n" +
 	" \x01(\x04R\n" +
-	"generation2\xf9\x03\n" +
+	"generation2\xd4\x04\n" +
 	"\x05Admin\x12M\n" +
 	"\x06Status\x12 .causeway.admin.v1.StatusRequest\x1a!.causeway.admin.v1.StatusResponse\x12S\n" +
 	"\bSnapshot\x12\".causeway.admin.v1.SnapshotRequest\x1a#.causeway.admin.v1.SnapshotResponse\x12P\n" +
 	"\aMembers\x12!.causeway.admin.v1.MembersRequest\x1a\".causeway.admin.v1.MembersResponse\x12M\n" +
 	"\x06Shards\x12 .causeway.admin.v1.ShardsRequest\x1a!.causeway.admin.v1.ShardsResponse\x12J\n" +
 	"\x05Drain\x12\x1f.causeway.admin.v1.DrainRequest\x1a .causeway.admin.v1.DrainResponse\x12_\n" +
-	"\fRecoverShard\x12&.causeway.admin.v1.RecoverShardRequest\x1a'.causeway.admin.v1.RecoverShardResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
+	"\fRecoverShard\x12&.causeway.admin.v1.RecoverShardRequest\x1a'.causeway.admin.v1.RecoverShardResponse\x12Y\n" +
+	"\n" +
+	"RemoveNode\x12$.causeway.admin.v1.RemoveNodeRequest\x1a%.causeway.admin.v1.RemoveNodeResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1337,7 +1452,7 @@ func file_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_admin_v1_admin_proto_rawDescData
 }
 
-var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_admin_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),        // 0: causeway.admin.v1.StatusRequest
 	(*ShardStatus)(nil),          // 1: causeway.admin.v1.ShardStatus
@@ -1353,30 +1468,34 @@ var file_admin_v1_admin_proto_goTypes = []any{
 	(*ShardsResponse)(nil),       // 11: causeway.admin.v1.ShardsResponse
 	(*DrainRequest)(nil),         // 12: causeway.admin.v1.DrainRequest
 	(*DrainResponse)(nil),        // 13: causeway.admin.v1.DrainResponse
-	(*RecoverShardRequest)(nil),  // 14: causeway.admin.v1.RecoverShardRequest
-	(*RecoveryReplica)(nil),      // 15: causeway.admin.v1.RecoveryReplica
-	(*RecoverShardResponse)(nil), // 16: causeway.admin.v1.RecoverShardResponse
+	(*RemoveNodeRequest)(nil),    // 14: causeway.admin.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),   // 15: causeway.admin.v1.RemoveNodeResponse
+	(*RecoverShardRequest)(nil),  // 16: causeway.admin.v1.RecoverShardRequest
+	(*RecoveryReplica)(nil),      // 17: causeway.admin.v1.RecoveryReplica
+	(*RecoverShardResponse)(nil), // 18: causeway.admin.v1.RecoverShardResponse
 }
 var file_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: causeway.admin.v1.StatusResponse.shards:type_name -> causeway.admin.v1.ShardStatus
 	6,  // 1: causeway.admin.v1.MembersResponse.members:type_name -> causeway.admin.v1.Member
 	9,  // 2: causeway.admin.v1.ShardInfo.replicas:type_name -> causeway.admin.v1.ShardReplica
 	10, // 3: causeway.admin.v1.ShardsResponse.shards:type_name -> causeway.admin.v1.ShardInfo
-	15, // 4: causeway.admin.v1.RecoverShardResponse.replicas:type_name -> causeway.admin.v1.RecoveryReplica
+	17, // 4: causeway.admin.v1.RecoverShardResponse.replicas:type_name -> causeway.admin.v1.RecoveryReplica
 	0,  // 5: causeway.admin.v1.Admin.Status:input_type -> causeway.admin.v1.StatusRequest
 	3,  // 6: causeway.admin.v1.Admin.Snapshot:input_type -> causeway.admin.v1.SnapshotRequest
 	5,  // 7: causeway.admin.v1.Admin.Members:input_type -> causeway.admin.v1.MembersRequest
 	8,  // 8: causeway.admin.v1.Admin.Shards:input_type -> causeway.admin.v1.ShardsRequest
 	12, // 9: causeway.admin.v1.Admin.Drain:input_type -> causeway.admin.v1.DrainRequest
-	14, // 10: causeway.admin.v1.Admin.RecoverShard:input_type -> causeway.admin.v1.RecoverShardRequest
-	2,  // 11: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
-	4,  // 12: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
-	7,  // 13: causeway.admin.v1.Admin.Members:output_type -> causeway.admin.v1.MembersResponse
-	11, // 14: causeway.admin.v1.Admin.Shards:output_type -> causeway.admin.v1.ShardsResponse
-	13, // 15: causeway.admin.v1.Admin.Drain:output_type -> causeway.admin.v1.DrainResponse
-	16, // 16: causeway.admin.v1.Admin.RecoverShard:output_type -> causeway.admin.v1.RecoverShardResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
+	16, // 10: causeway.admin.v1.Admin.RecoverShard:input_type -> causeway.admin.v1.RecoverShardRequest
+	14, // 11: causeway.admin.v1.Admin.RemoveNode:input_type -> causeway.admin.v1.RemoveNodeRequest
+	2,  // 12: causeway.admin.v1.Admin.Status:output_type -> causeway.admin.v1.StatusResponse
+	4,  // 13: causeway.admin.v1.Admin.Snapshot:output_type -> causeway.admin.v1.SnapshotResponse
+	7,  // 14: causeway.admin.v1.Admin.Members:output_type -> causeway.admin.v1.MembersResponse
+	11, // 15: causeway.admin.v1.Admin.Shards:output_type -> causeway.admin.v1.ShardsResponse
+	13, // 16: causeway.admin.v1.Admin.Drain:output_type -> causeway.admin.v1.DrainResponse
+	18, // 17: causeway.admin.v1.Admin.RecoverShard:output_type -> causeway.admin.v1.RecoverShardResponse
+	15, // 18: causeway.admin.v1.Admin.RemoveNode:output_type -> causeway.admin.v1.RemoveNodeResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -1393,7 +1512,7 @@ func file_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_v1_admin_proto_rawDesc), len(file_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	Admin_Shards_FullMethodName       = "/causeway.admin.v1.Admin/Shards"
 	Admin_Drain_FullMethodName        = "/causeway.admin.v1.Admin/Drain"
 	Admin_RecoverShard_FullMethodName = "/causeway.admin.v1.Admin/RecoverShard"
+	Admin_RemoveNode_FullMethodName   = "/causeway.admin.v1.Admin/RemoveNode"
 )
 
 // AdminClient is the client API for Admin service.
@@ -61,6 +62,17 @@ type AdminClient interface {
 	// quorum (nothing to recover), node_id holds no replica of it or is not
 	// alive, and UNAVAILABLE when a forced recovery finds no catalog leader.
 	RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error)
+	// RemoveNode removes a node that is gone for good from its site
+	// (docs/operations.md, docs/adr/030): the site catalog forgets it,
+	// Members no longer lists it, and its id is never taken back (a kvd that
+	// starts under it is refused or stopped). The receiving node forwards the
+	// call to the catalog leader. It fails with INVALID_ARGUMENT for a
+	// missing node_id, NOT_FOUND for a node the site does not know or
+	// removed already, FAILED_PRECONDITION for a node gossip reports alive or
+	// suspect, one the placement map still assigns shard replicas and a
+	// voter of the site catalog (the message says which, and what to do),
+	// and UNAVAILABLE without a catalog leader.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type adminClient struct {
@@ -131,6 +143,16 @@ func (c *adminClient) RecoverShard(ctx context.Context, in *RecoverShardRequest,
 	return out, nil
 }
 
+func (c *adminClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -163,6 +185,17 @@ type AdminServer interface {
 	// quorum (nothing to recover), node_id holds no replica of it or is not
 	// alive, and UNAVAILABLE when a forced recovery finds no catalog leader.
 	RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error)
+	// RemoveNode removes a node that is gone for good from its site
+	// (docs/operations.md, docs/adr/030): the site catalog forgets it,
+	// Members no longer lists it, and its id is never taken back (a kvd that
+	// starts under it is refused or stopped). The receiving node forwards the
+	// call to the catalog leader. It fails with INVALID_ARGUMENT for a
+	// missing node_id, NOT_FOUND for a node the site does not know or
+	// removed already, FAILED_PRECONDITION for a node gossip reports alive or
+	// suspect, one the placement map still assigns shard replicas and a
+	// voter of the site catalog (the message says which, and what to do),
+	// and UNAVAILABLE without a catalog leader.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -190,6 +223,9 @@ func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainRes
 }
 func (UnimplementedAdminServer) RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RecoverShard not implemented")
+}
+func (UnimplementedAdminServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -320,6 +356,24 @@ func _Admin_RecoverShard_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -350,6 +404,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecoverShard",
 			Handler:    _Admin_RecoverShard_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Admin_RemoveNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

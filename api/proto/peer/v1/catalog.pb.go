@@ -33,6 +33,7 @@ type CatalogCommand struct {
 	//	*CatalogCommand_Step
 	//	*CatalogCommand_Drain
 	//	*CatalogCommand_AddShards
+	//	*CatalogCommand_RemoveNode
 	Op            isCatalogCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -127,6 +128,15 @@ func (x *CatalogCommand) GetAddShards() []byte {
 	return nil
 }
 
+func (x *CatalogCommand) GetRemoveNode() *RemoveNodeRequest {
+	if x != nil {
+		if x, ok := x.Op.(*CatalogCommand_RemoveNode); ok {
+			return x.RemoveNode
+		}
+	}
+	return nil
+}
+
 type isCatalogCommand_Op interface {
 	isCatalogCommand_Op()
 }
@@ -158,6 +168,14 @@ type CatalogCommand_AddShards struct {
 	AddShards []byte `protobuf:"bytes,6,opt,name=add_shards,json=addShards,proto3,oneof"`
 }
 
+type CatalogCommand_RemoveNode struct {
+	// Remove a node from the site for good (kvctl node remove,
+	// docs/adr/030): it leaves the registry of nodes and its id joins the
+	// removed ones, which are never registered again. Refused while the
+	// placement map assigns the node a replica.
+	RemoveNode *RemoveNodeRequest `protobuf:"bytes,7,opt,name=remove_node,json=removeNode,proto3,oneof"`
+}
+
 func (*CatalogCommand_InitMap) isCatalogCommand_Op() {}
 
 func (*CatalogCommand_Node) isCatalogCommand_Op() {}
@@ -167,6 +185,8 @@ func (*CatalogCommand_Step) isCatalogCommand_Op() {}
 func (*CatalogCommand_Drain) isCatalogCommand_Op() {}
 
 func (*CatalogCommand_AddShards) isCatalogCommand_Op() {}
+
+func (*CatalogCommand_RemoveNode) isCatalogCommand_Op() {}
 
 type CatalogNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -312,7 +332,7 @@ var File_peer_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_peer_v1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/catalog.proto\x12\x10causeway.peer.v1\x1a\x12peer/v1/node.proto\"\x90\x02\n" +
+	"\x15peer/v1/catalog.proto\x12\x10causeway.peer.v1\x1a\x12peer/v1/node.proto\"\xd8\x02\n" +
 	"\x0eCatalogCommand\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12\x1b\n" +
 	"\binit_map\x18\x02 \x01(\fH\x00R\ainitMap\x123\n" +
@@ -320,7 +340,9 @@ const file_peer_v1_catalog_proto_rawDesc = "" +
 	"\x04step\x18\x04 \x01(\v2\x1f.causeway.peer.v1.PlacementStepH\x00R\x04step\x126\n" +
 	"\x05drain\x18\x05 \x01(\v2\x1e.causeway.peer.v1.DrainRequestH\x00R\x05drain\x12\x1f\n" +
 	"\n" +
-	"add_shards\x18\x06 \x01(\fH\x00R\taddShardsB\x04\n" +
+	"add_shards\x18\x06 \x01(\fH\x00R\taddShards\x12F\n" +
+	"\vremove_node\x18\a \x01(\v2#.causeway.peer.v1.RemoveNodeRequestH\x00R\n" +
+	"removeNodeB\x04\n" +
 	"\x02op\"d\n" +
 	"\vCatalogNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -350,22 +372,24 @@ func file_peer_v1_catalog_proto_rawDescGZIP() []byte {
 
 var file_peer_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_peer_v1_catalog_proto_goTypes = []any{
-	(*CatalogCommand)(nil), // 0: causeway.peer.v1.CatalogCommand
-	(*CatalogNode)(nil),    // 1: causeway.peer.v1.CatalogNode
-	(*PlacementStep)(nil),  // 2: causeway.peer.v1.PlacementStep
-	(*DrainRequest)(nil),   // 3: causeway.peer.v1.DrainRequest
-	(*ShardRef)(nil),       // 4: causeway.peer.v1.ShardRef
+	(*CatalogCommand)(nil),    // 0: causeway.peer.v1.CatalogCommand
+	(*CatalogNode)(nil),       // 1: causeway.peer.v1.CatalogNode
+	(*PlacementStep)(nil),     // 2: causeway.peer.v1.PlacementStep
+	(*DrainRequest)(nil),      // 3: causeway.peer.v1.DrainRequest
+	(*RemoveNodeRequest)(nil), // 4: causeway.peer.v1.RemoveNodeRequest
+	(*ShardRef)(nil),          // 5: causeway.peer.v1.ShardRef
 }
 var file_peer_v1_catalog_proto_depIdxs = []int32{
 	1, // 0: causeway.peer.v1.CatalogCommand.node:type_name -> causeway.peer.v1.CatalogNode
 	2, // 1: causeway.peer.v1.CatalogCommand.step:type_name -> causeway.peer.v1.PlacementStep
 	3, // 2: causeway.peer.v1.CatalogCommand.drain:type_name -> causeway.peer.v1.DrainRequest
-	4, // 3: causeway.peer.v1.PlacementStep.shard:type_name -> causeway.peer.v1.ShardRef
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 3: causeway.peer.v1.CatalogCommand.remove_node:type_name -> causeway.peer.v1.RemoveNodeRequest
+	5, // 4: causeway.peer.v1.PlacementStep.shard:type_name -> causeway.peer.v1.ShardRef
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_catalog_proto_init() }
@@ -380,6 +404,7 @@ func file_peer_v1_catalog_proto_init() {
 		(*CatalogCommand_Step)(nil),
 		(*CatalogCommand_Drain)(nil),
 		(*CatalogCommand_AddShards)(nil),
+		(*CatalogCommand_RemoveNode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -138,7 +138,7 @@ func (x ReplicaDigestResponse_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicaDigestResponse_State.Descriptor instead.
 func (ReplicaDigestResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{15, 0}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type ShardRef struct {
@@ -933,6 +933,238 @@ func (x *DrainResponse) GetEpoch() uint64 {
 	return 0
 }
 
+type RemoveNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Who asked (the client's address and the node its admin call reached),
+	// recorded with the removal.
+	RequestedBy   string `protobuf:"bytes,2,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_peer_v1_node_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RemoveNodeRequest) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Placement epoch of the catalog state that records the removal.
+	Epoch uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The removed node's addresses, as the catalog knew them.
+	PeerAddr      string `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	ClientAddr    string `protobuf:"bytes,3,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_peer_v1_node_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RemoveNodeResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RemoveNodeResponse) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *RemoveNodeResponse) GetClientAddr() string {
+	if x != nil {
+		return x.ClientAddr
+	}
+	return ""
+}
+
+type NodeRemovedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The removed node, as the catalog leader knows it: the receiving node
+	// acts only if they are its own id and site.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Site   string `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	// Placement epoch of the removal and who asked for it.
+	Epoch     uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	RemovedBy string `protobuf:"bytes,4,opt,name=removed_by,json=removedBy,proto3" json:"removed_by,omitempty"`
+	// The catalog leader that tells.
+	LeaderId      string `protobuf:"bytes,5,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRemovedRequest) Reset() {
+	*x = NodeRemovedRequest{}
+	mi := &file_peer_v1_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRemovedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRemovedRequest) ProtoMessage() {}
+
+func (x *NodeRemovedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRemovedRequest.ProtoReflect.Descriptor instead.
+func (*NodeRemovedRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeRemovedRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeRemovedRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *NodeRemovedRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *NodeRemovedRequest) GetRemovedBy() string {
+	if x != nil {
+		return x.RemovedBy
+	}
+	return ""
+}
+
+func (x *NodeRemovedRequest) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+type NodeRemovedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRemovedResponse) Reset() {
+	*x = NodeRemovedResponse{}
+	mi := &file_peer_v1_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRemovedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRemovedResponse) ProtoMessage() {}
+
+func (x *NodeRemovedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRemovedResponse.ProtoReflect.Descriptor instead.
+func (*NodeRemovedResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{15}
+}
+
 type PlacementRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -941,7 +1173,7 @@ type PlacementRequest struct {
 
 func (x *PlacementRequest) Reset() {
 	*x = PlacementRequest{}
-	mi := &file_peer_v1_node_proto_msgTypes[12]
+	mi := &file_peer_v1_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1185,7 @@ func (x *PlacementRequest) String() string {
 func (*PlacementRequest) ProtoMessage() {}
 
 func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[12]
+	mi := &file_peer_v1_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1198,7 @@ func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlacementRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{16}
 }
 
 type PlacementResponse struct {
@@ -977,13 +1209,16 @@ type PlacementResponse struct {
 	// The voters of the site catalog's raft group, by node id, in the
 	// receiving node's latest configuration of it.
 	CatalogVoters []string `protobuf:"bytes,3,rep,name=catalog_voters,json=catalogVoters,proto3" json:"catalog_voters,omitempty"`
+	// The node ids the site removed for good (docs/adr/030), sorted: a node
+	// that starts on a new data directory under one of them is refused.
+	RemovedNodes  []string `protobuf:"bytes,4,rep,name=removed_nodes,json=removedNodes,proto3" json:"removed_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlacementResponse) Reset() {
 	*x = PlacementResponse{}
-	mi := &file_peer_v1_node_proto_msgTypes[13]
+	mi := &file_peer_v1_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1230,7 @@ func (x *PlacementResponse) String() string {
 func (*PlacementResponse) ProtoMessage() {}
 
 func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[13]
+	mi := &file_peer_v1_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1243,7 @@ func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
 func (*PlacementResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlacementResponse) GetMap() []byte {
@@ -1032,6 +1267,13 @@ func (x *PlacementResponse) GetCatalogVoters() []string {
 	return nil
 }
 
+func (x *PlacementResponse) GetRemovedNodes() []string {
+	if x != nil {
+		return x.RemovedNodes
+	}
+	return nil
+}
+
 type ReplicaDigestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Shard *ShardRef              `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
@@ -1043,7 +1285,7 @@ type ReplicaDigestRequest struct {
 
 func (x *ReplicaDigestRequest) Reset() {
 	*x = ReplicaDigestRequest{}
-	mi := &file_peer_v1_node_proto_msgTypes[14]
+	mi := &file_peer_v1_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1297,7 @@ func (x *ReplicaDigestRequest) String() string {
 func (*ReplicaDigestRequest) ProtoMessage() {}
 
 func (x *ReplicaDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[14]
+	mi := &file_peer_v1_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1310,7 @@ func (x *ReplicaDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDigestRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplicaDigestRequest) GetShard() *ShardRef {
@@ -1095,7 +1337,7 @@ type ReplicaDigestResponse struct {
 
 func (x *ReplicaDigestResponse) Reset() {
 	*x = ReplicaDigestResponse{}
-	mi := &file_peer_v1_node_proto_msgTypes[15]
+	mi := &file_peer_v1_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1349,7 @@ func (x *ReplicaDigestResponse) String() string {
 func (*ReplicaDigestResponse) ProtoMessage() {}
 
 func (x *ReplicaDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[15]
+	mi := &file_peer_v1_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1362,7 @@ func (x *ReplicaDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDigestResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{15}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaDigestResponse) GetState() ReplicaDigestResponse_State {
@@ -1156,7 +1398,7 @@ type Digest struct {
 
 func (x *Digest) Reset() {
 	*x = Digest{}
-	mi := &file_peer_v1_node_proto_msgTypes[16]
+	mi := &file_peer_v1_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1410,7 @@ func (x *Digest) String() string {
 func (*Digest) ProtoMessage() {}
 
 func (x *Digest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[16]
+	mi := &file_peer_v1_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1423,7 @@ func (x *Digest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Digest.ProtoReflect.Descriptor instead.
 func (*Digest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{16}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Digest) GetIndex() uint64 {
@@ -1242,7 +1484,7 @@ type CheckReplicasRequest struct {
 
 func (x *CheckReplicasRequest) Reset() {
 	*x = CheckReplicasRequest{}
-	mi := &file_peer_v1_node_proto_msgTypes[17]
+	mi := &file_peer_v1_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1496,7 @@ func (x *CheckReplicasRequest) String() string {
 func (*CheckReplicasRequest) ProtoMessage() {}
 
 func (x *CheckReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[17]
+	mi := &file_peer_v1_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1509,7 @@ func (x *CheckReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckReplicasRequest.ProtoReflect.Descriptor instead.
 func (*CheckReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{17}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CheckReplicasRequest) GetShard() *ShardRef {
@@ -1285,7 +1527,7 @@ type CheckReplicasResponse struct {
 
 func (x *CheckReplicasResponse) Reset() {
 	*x = CheckReplicasResponse{}
-	mi := &file_peer_v1_node_proto_msgTypes[18]
+	mi := &file_peer_v1_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1539,7 @@ func (x *CheckReplicasResponse) String() string {
 func (*CheckReplicasResponse) ProtoMessage() {}
 
 func (x *CheckReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[18]
+	mi := &file_peer_v1_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1552,7 @@ func (x *CheckReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckReplicasResponse.ProtoReflect.Descriptor instead.
 func (*CheckReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{18}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{22}
 }
 
 type RecoverShardRequest struct {
@@ -1326,7 +1568,7 @@ type RecoverShardRequest struct {
 
 func (x *RecoverShardRequest) Reset() {
 	*x = RecoverShardRequest{}
-	mi := &file_peer_v1_node_proto_msgTypes[19]
+	mi := &file_peer_v1_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1580,7 @@ func (x *RecoverShardRequest) String() string {
 func (*RecoverShardRequest) ProtoMessage() {}
 
 func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[19]
+	mi := &file_peer_v1_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1593,7 @@ func (x *RecoverShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverShardRequest.ProtoReflect.Descriptor instead.
 func (*RecoverShardRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{19}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecoverShardRequest) GetShard() *ShardRef {
@@ -1401,7 +1643,7 @@ type RecoveryReplica struct {
 
 func (x *RecoveryReplica) Reset() {
 	*x = RecoveryReplica{}
-	mi := &file_peer_v1_node_proto_msgTypes[20]
+	mi := &file_peer_v1_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1655,7 @@ func (x *RecoveryReplica) String() string {
 func (*RecoveryReplica) ProtoMessage() {}
 
 func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[20]
+	mi := &file_peer_v1_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1668,7 @@ func (x *RecoveryReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryReplica.ProtoReflect.Descriptor instead.
 func (*RecoveryReplica) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{20}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RecoveryReplica) GetNodeId() string {
@@ -1531,7 +1773,7 @@ type RecoverShardResponse struct {
 
 func (x *RecoverShardResponse) Reset() {
 	*x = RecoverShardResponse{}
-	mi := &file_peer_v1_node_proto_msgTypes[21]
+	mi := &file_peer_v1_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1785,7 @@ func (x *RecoverShardResponse) String() string {
 func (*RecoverShardResponse) ProtoMessage() {}
 
 func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_node_proto_msgTypes[21]
+	mi := &file_peer_v1_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1798,7 @@ func (x *RecoverShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverShardResponse.ProtoReflect.Descriptor instead.
 func (*RecoverShardResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_node_proto_rawDescGZIP(), []int{21}
+	return file_peer_v1_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecoverShardResponse) GetShard() *ShardRef {
@@ -1697,12 +1939,29 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"%\n" +
 	"\rDrainResponse\x12\x14\n" +
-	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x12\n" +
-	"\x10PlacementRequest\"b\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"O\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
+	"\frequested_by\x18\x02 \x01(\tR\vrequestedBy\"h\n" +
+	"\x12RemoveNodeResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x1f\n" +
+	"\vclient_addr\x18\x03 \x01(\tR\n" +
+	"clientAddr\"\x93\x01\n" +
+	"\x12NodeRemovedRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04site\x18\x02 \x01(\tR\x04site\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"removed_by\x18\x04 \x01(\tR\tremovedBy\x12\x1b\n" +
+	"\tleader_id\x18\x05 \x01(\tR\bleaderId\"\x15\n" +
+	"\x13NodeRemovedResponse\"\x12\n" +
+	"\x10PlacementRequest\"\x87\x01\n" +
 	"\x11PlacementResponse\x12\x10\n" +
 	"\x03map\x18\x01 \x01(\fR\x03map\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12%\n" +
-	"\x0ecatalog_voters\x18\x03 \x03(\tR\rcatalogVoters\"^\n" +
+	"\x0ecatalog_voters\x18\x03 \x03(\tR\rcatalogVoters\x12#\n" +
+	"\rremoved_nodes\x18\x04 \x03(\tR\fremovedNodes\"^\n" +
 	"\x14ReplicaDigestRequest\x120\n" +
 	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\xe5\x01\n" +
@@ -1754,7 +2013,7 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x0fplacement_epoch\x18\b \x01(\x04R\x0eplacementEpoch\x12\x1e\n" +
 	"\n" +
 	"generation\x18\t \x01(\x04R\n" +
-	"generation2\xc2\x06\n" +
+	"generation2\xf7\a\n" +
 	"\x04Node\x12T\n" +
 	"\tScanShard\x12\".causeway.peer.v1.ScanShardRequest\x1a#.causeway.peer.v1.ScanShardResponse\x12c\n" +
 	"\x0eChangeReplicas\x12'.causeway.peer.v1.ChangeReplicasRequest\x1a(.causeway.peer.v1.ChangeReplicasResponse\x12`\n" +
@@ -1764,7 +2023,10 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\tPlacement\x12\".causeway.peer.v1.PlacementRequest\x1a#.causeway.peer.v1.PlacementResponse\x12`\n" +
 	"\rReplicaDigest\x12&.causeway.peer.v1.ReplicaDigestRequest\x1a'.causeway.peer.v1.ReplicaDigestResponse\x12`\n" +
 	"\rCheckReplicas\x12&.causeway.peer.v1.CheckReplicasRequest\x1a'.causeway.peer.v1.CheckReplicasResponse\x12]\n" +
-	"\fRecoverShard\x12%.causeway.peer.v1.RecoverShardRequest\x1a&.causeway.peer.v1.RecoverShardResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\fRecoverShard\x12%.causeway.peer.v1.RecoverShardRequest\x1a&.causeway.peer.v1.RecoverShardResponse\x12W\n" +
+	"\n" +
+	"RemoveNode\x12#.causeway.peer.v1.RemoveNodeRequest\x1a$.causeway.peer.v1.RemoveNodeResponse\x12Z\n" +
+	"\vNodeRemoved\x12$.causeway.peer.v1.NodeRemovedRequest\x1a%.causeway.peer.v1.NodeRemovedResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_node_proto_rawDescOnce sync.Once
@@ -1779,7 +2041,7 @@ func file_peer_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_peer_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_peer_v1_node_proto_goTypes = []any{
 	(ChangeReplicasRequest_Op)(0),    // 0: causeway.peer.v1.ChangeReplicasRequest.Op
 	(ReplicaDigestResponse_State)(0), // 1: causeway.peer.v1.ReplicaDigestResponse.State
@@ -1795,16 +2057,20 @@ var file_peer_v1_node_proto_goTypes = []any{
 	(*CatalogJoinResponse)(nil),      // 11: causeway.peer.v1.CatalogJoinResponse
 	(*DrainRequest)(nil),             // 12: causeway.peer.v1.DrainRequest
 	(*DrainResponse)(nil),            // 13: causeway.peer.v1.DrainResponse
-	(*PlacementRequest)(nil),         // 14: causeway.peer.v1.PlacementRequest
-	(*PlacementResponse)(nil),        // 15: causeway.peer.v1.PlacementResponse
-	(*ReplicaDigestRequest)(nil),     // 16: causeway.peer.v1.ReplicaDigestRequest
-	(*ReplicaDigestResponse)(nil),    // 17: causeway.peer.v1.ReplicaDigestResponse
-	(*Digest)(nil),                   // 18: causeway.peer.v1.Digest
-	(*CheckReplicasRequest)(nil),     // 19: causeway.peer.v1.CheckReplicasRequest
-	(*CheckReplicasResponse)(nil),    // 20: causeway.peer.v1.CheckReplicasResponse
-	(*RecoverShardRequest)(nil),      // 21: causeway.peer.v1.RecoverShardRequest
-	(*RecoveryReplica)(nil),          // 22: causeway.peer.v1.RecoveryReplica
-	(*RecoverShardResponse)(nil),     // 23: causeway.peer.v1.RecoverShardResponse
+	(*RemoveNodeRequest)(nil),        // 14: causeway.peer.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),       // 15: causeway.peer.v1.RemoveNodeResponse
+	(*NodeRemovedRequest)(nil),       // 16: causeway.peer.v1.NodeRemovedRequest
+	(*NodeRemovedResponse)(nil),      // 17: causeway.peer.v1.NodeRemovedResponse
+	(*PlacementRequest)(nil),         // 18: causeway.peer.v1.PlacementRequest
+	(*PlacementResponse)(nil),        // 19: causeway.peer.v1.PlacementResponse
+	(*ReplicaDigestRequest)(nil),     // 20: causeway.peer.v1.ReplicaDigestRequest
+	(*ReplicaDigestResponse)(nil),    // 21: causeway.peer.v1.ReplicaDigestResponse
+	(*Digest)(nil),                   // 22: causeway.peer.v1.Digest
+	(*CheckReplicasRequest)(nil),     // 23: causeway.peer.v1.CheckReplicasRequest
+	(*CheckReplicasResponse)(nil),    // 24: causeway.peer.v1.CheckReplicasResponse
+	(*RecoverShardRequest)(nil),      // 25: causeway.peer.v1.RecoverShardRequest
+	(*RecoveryReplica)(nil),          // 26: causeway.peer.v1.RecoveryReplica
+	(*RecoverShardResponse)(nil),     // 27: causeway.peer.v1.RecoverShardResponse
 }
 var file_peer_v1_node_proto_depIdxs = []int32{
 	2,  // 0: causeway.peer.v1.ScanShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
@@ -1814,31 +2080,35 @@ var file_peer_v1_node_proto_depIdxs = []int32{
 	2,  // 4: causeway.peer.v1.ReplicaStatusRequest.shard:type_name -> causeway.peer.v1.ShardRef
 	2,  // 5: causeway.peer.v1.ReplicaDigestRequest.shard:type_name -> causeway.peer.v1.ShardRef
 	1,  // 6: causeway.peer.v1.ReplicaDigestResponse.state:type_name -> causeway.peer.v1.ReplicaDigestResponse.State
-	18, // 7: causeway.peer.v1.ReplicaDigestResponse.digest:type_name -> causeway.peer.v1.Digest
+	22, // 7: causeway.peer.v1.ReplicaDigestResponse.digest:type_name -> causeway.peer.v1.Digest
 	2,  // 8: causeway.peer.v1.CheckReplicasRequest.shard:type_name -> causeway.peer.v1.ShardRef
 	2,  // 9: causeway.peer.v1.RecoverShardRequest.shard:type_name -> causeway.peer.v1.ShardRef
 	2,  // 10: causeway.peer.v1.RecoverShardResponse.shard:type_name -> causeway.peer.v1.ShardRef
-	22, // 11: causeway.peer.v1.RecoverShardResponse.replicas:type_name -> causeway.peer.v1.RecoveryReplica
+	26, // 11: causeway.peer.v1.RecoverShardResponse.replicas:type_name -> causeway.peer.v1.RecoveryReplica
 	3,  // 12: causeway.peer.v1.Node.ScanShard:input_type -> causeway.peer.v1.ScanShardRequest
 	6,  // 13: causeway.peer.v1.Node.ChangeReplicas:input_type -> causeway.peer.v1.ChangeReplicasRequest
 	8,  // 14: causeway.peer.v1.Node.ReplicaStatus:input_type -> causeway.peer.v1.ReplicaStatusRequest
 	10, // 15: causeway.peer.v1.Node.CatalogJoin:input_type -> causeway.peer.v1.CatalogJoinRequest
 	12, // 16: causeway.peer.v1.Node.Drain:input_type -> causeway.peer.v1.DrainRequest
-	14, // 17: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
-	16, // 18: causeway.peer.v1.Node.ReplicaDigest:input_type -> causeway.peer.v1.ReplicaDigestRequest
-	19, // 19: causeway.peer.v1.Node.CheckReplicas:input_type -> causeway.peer.v1.CheckReplicasRequest
-	21, // 20: causeway.peer.v1.Node.RecoverShard:input_type -> causeway.peer.v1.RecoverShardRequest
-	5,  // 21: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
-	7,  // 22: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
-	9,  // 23: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
-	11, // 24: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
-	13, // 25: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
-	15, // 26: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
-	17, // 27: causeway.peer.v1.Node.ReplicaDigest:output_type -> causeway.peer.v1.ReplicaDigestResponse
-	20, // 28: causeway.peer.v1.Node.CheckReplicas:output_type -> causeway.peer.v1.CheckReplicasResponse
-	23, // 29: causeway.peer.v1.Node.RecoverShard:output_type -> causeway.peer.v1.RecoverShardResponse
-	21, // [21:30] is the sub-list for method output_type
-	12, // [12:21] is the sub-list for method input_type
+	18, // 17: causeway.peer.v1.Node.Placement:input_type -> causeway.peer.v1.PlacementRequest
+	20, // 18: causeway.peer.v1.Node.ReplicaDigest:input_type -> causeway.peer.v1.ReplicaDigestRequest
+	23, // 19: causeway.peer.v1.Node.CheckReplicas:input_type -> causeway.peer.v1.CheckReplicasRequest
+	25, // 20: causeway.peer.v1.Node.RecoverShard:input_type -> causeway.peer.v1.RecoverShardRequest
+	14, // 21: causeway.peer.v1.Node.RemoveNode:input_type -> causeway.peer.v1.RemoveNodeRequest
+	16, // 22: causeway.peer.v1.Node.NodeRemoved:input_type -> causeway.peer.v1.NodeRemovedRequest
+	5,  // 23: causeway.peer.v1.Node.ScanShard:output_type -> causeway.peer.v1.ScanShardResponse
+	7,  // 24: causeway.peer.v1.Node.ChangeReplicas:output_type -> causeway.peer.v1.ChangeReplicasResponse
+	9,  // 25: causeway.peer.v1.Node.ReplicaStatus:output_type -> causeway.peer.v1.ReplicaStatusResponse
+	11, // 26: causeway.peer.v1.Node.CatalogJoin:output_type -> causeway.peer.v1.CatalogJoinResponse
+	13, // 27: causeway.peer.v1.Node.Drain:output_type -> causeway.peer.v1.DrainResponse
+	19, // 28: causeway.peer.v1.Node.Placement:output_type -> causeway.peer.v1.PlacementResponse
+	21, // 29: causeway.peer.v1.Node.ReplicaDigest:output_type -> causeway.peer.v1.ReplicaDigestResponse
+	24, // 30: causeway.peer.v1.Node.CheckReplicas:output_type -> causeway.peer.v1.CheckReplicasResponse
+	27, // 31: causeway.peer.v1.Node.RecoverShard:output_type -> causeway.peer.v1.RecoverShardResponse
+	15, // 32: causeway.peer.v1.Node.RemoveNode:output_type -> causeway.peer.v1.RemoveNodeResponse
+	17, // 33: causeway.peer.v1.Node.NodeRemoved:output_type -> causeway.peer.v1.NodeRemovedResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -1855,7 +2125,7 @@ func file_peer_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_node_proto_rawDesc), len(file_peer_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

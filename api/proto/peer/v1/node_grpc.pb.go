@@ -28,6 +28,8 @@ const (
 	Node_ReplicaDigest_FullMethodName  = "/causeway.peer.v1.Node/ReplicaDigest"
 	Node_CheckReplicas_FullMethodName  = "/causeway.peer.v1.Node/CheckReplicas"
 	Node_RecoverShard_FullMethodName   = "/causeway.peer.v1.Node/RecoverShard"
+	Node_RemoveNode_FullMethodName     = "/causeway.peer.v1.Node/RemoveNode"
+	Node_NodeRemoved_FullMethodName    = "/causeway.peer.v1.Node/NodeRemoved"
 )
 
 // NodeClient is the client API for Node service.
@@ -65,6 +67,15 @@ type NodeClient interface {
 	// leader: the receiving node must lead it. A dry run is answered from
 	// the receiving node's own copy of the catalog.
 	RecoverShard(ctx context.Context, in *RecoverShardRequest, opts ...grpc.CallOption) (*RecoverShardResponse, error)
+	// RemoveNode removes a node that is gone for good from the site catalog
+	// (docs/adr/030); the receiving node forwards it to the catalog leader,
+	// which refuses a node gossip reports alive or suspect, one the
+	// placement map assigns a replica, and a voter of the catalog.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// NodeRemoved tells the receiving node that its site removed its node
+	// id: the catalog leader sends it to a node gossip reports alive under a
+	// removed id. The node stops with an error that says what to do.
+	NodeRemoved(ctx context.Context, in *NodeRemovedRequest, opts ...grpc.CallOption) (*NodeRemovedResponse, error)
 }
 
 type nodeClient struct {
@@ -165,6 +176,26 @@ func (c *nodeClient) RecoverShard(ctx context.Context, in *RecoverShardRequest, 
 	return out, nil
 }
 
+func (c *nodeClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Node_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) NodeRemoved(ctx context.Context, in *NodeRemovedRequest, opts ...grpc.CallOption) (*NodeRemovedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeRemovedResponse)
+	err := c.cc.Invoke(ctx, Node_NodeRemoved_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -200,6 +231,15 @@ type NodeServer interface {
 	// leader: the receiving node must lead it. A dry run is answered from
 	// the receiving node's own copy of the catalog.
 	RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error)
+	// RemoveNode removes a node that is gone for good from the site catalog
+	// (docs/adr/030); the receiving node forwards it to the catalog leader,
+	// which refuses a node gossip reports alive or suspect, one the
+	// placement map assigns a replica, and a voter of the catalog.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// NodeRemoved tells the receiving node that its site removed its node
+	// id: the catalog leader sends it to a node gossip reports alive under a
+	// removed id. The node stops with an error that says what to do.
+	NodeRemoved(context.Context, *NodeRemovedRequest) (*NodeRemovedResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -236,6 +276,12 @@ func (UnimplementedNodeServer) CheckReplicas(context.Context, *CheckReplicasRequ
 }
 func (UnimplementedNodeServer) RecoverShard(context.Context, *RecoverShardRequest) (*RecoverShardResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RecoverShard not implemented")
+}
+func (UnimplementedNodeServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedNodeServer) NodeRemoved(context.Context, *NodeRemovedRequest) (*NodeRemovedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodeRemoved not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -420,6 +466,42 @@ func _Node_RecoverShard_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_NodeRemoved_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeRemovedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).NodeRemoved(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_NodeRemoved_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).NodeRemoved(ctx, req.(*NodeRemovedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -462,6 +544,14 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecoverShard",
 			Handler:    _Node_RecoverShard_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Node_RemoveNode_Handler,
+		},
+		{
+			MethodName: "NodeRemoved",
+			Handler:    _Node_NodeRemoved_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
