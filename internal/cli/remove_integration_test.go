@@ -44,27 +44,7 @@ func TestIntegrationNodeRemove(t *testing.T) {
 
 	// The victim: the node that is not a voter of the site catalog (at
 	// most three vote), so that its catalog seat plays no part.
-	var voters []string
-	poll.Every(50*time.Millisecond).Until(t, 60*time.Second, "three catalog voters", func() error {
-		for _, n := range c.Live() {
-			if n.Srv.Catalog().IsLeader() {
-				voters, _ = n.Srv.Catalog().Voters()
-				if len(voters) == 3 {
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("catalog voters %v", voters)
-	})
-	var victim *clustertest.Node
-	var eps []string
-	for _, n := range c.Live() {
-		if slices.Contains(voters, n.ID) {
-			eps = append(eps, n.Srv.ClientAddr())
-		} else {
-			victim = n
-		}
-	}
+	voters, victim, eps := catalogVotersAndVictim(t, c)
 	alive := c.Node(voters[1])
 	id, peerAddr := victim.ID, victim.Srv.PeerAddr()
 	t.Logf("catalog voters %v; removing %s", voters, id)
@@ -244,27 +224,7 @@ func TestIntegrationNodeRemoveAfterDrain(t *testing.T) {
 	}
 	fastDrainPolls(t)
 	c := clustertest.New(t, 4, func(cfg *server.Config) { cfg.DeadGrace = 10 * time.Minute })
-	var voters []string
-	poll.Every(50*time.Millisecond).Until(t, 60*time.Second, "three catalog voters", func() error {
-		for _, n := range c.Live() {
-			if n.Srv.Catalog().IsLeader() {
-				voters, _ = n.Srv.Catalog().Voters()
-				if len(voters) == 3 {
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("catalog voters %v", voters)
-	})
-	var victim *clustertest.Node
-	var eps []string
-	for _, n := range c.Live() {
-		if slices.Contains(voters, n.ID) {
-			eps = append(eps, n.Srv.ClientAddr())
-		} else {
-			victim = n
-		}
-	}
+	_, victim, eps := catalogVotersAndVictim(t, c)
 	id := victim.ID
 	env := map[string]string{EnvEndpoints: strings.Join(eps, ",")}
 	run := func(args ...string) result {
@@ -300,4 +260,31 @@ func TestIntegrationNodeRemoveAfterDrain(t *testing.T) {
 		}
 	}
 	c.WaitSettled(60 * time.Second)
+}
+
+// catalogVotersAndVictim waits until the site catalog of the four-node
+// site c has three voters, and returns them, the node that does not vote
+// (so that its catalog seat plays no part in a test that removes it) and
+// the client addresses of the voters.
+func catalogVotersAndVictim(t *testing.T, c *clustertest.Cluster) (voters []string, victim *clustertest.Node, eps []string) {
+	t.Helper()
+	poll.Every(50*time.Millisecond).Until(t, 60*time.Second, "three catalog voters", func() error {
+		for _, n := range c.Live() {
+			if n.Srv.Catalog().IsLeader() {
+				voters, _ = n.Srv.Catalog().Voters()
+				if len(voters) == 3 {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("catalog voters %v", voters)
+	})
+	for _, n := range c.Live() {
+		if slices.Contains(voters, n.ID) {
+			eps = append(eps, n.Srv.ClientAddr())
+		} else {
+			victim = n
+		}
+	}
+	return voters, victim, eps
 }

@@ -238,6 +238,20 @@ type replicaView struct {
 // has in flight.
 const shardsStatusConcurrency = 32
 
+// catalogLeader returns a client of the site catalog leader's Node
+// service, or the admin status saying why there is none.
+func (a *Admin) catalogLeader() (peerv1.NodeClient, error) {
+	_, addr := a.cluster.Catalog.Leader()
+	if addr == "" {
+		return nil, adminStatus(ErrNoCatalogLeader)
+	}
+	c, err := a.cluster.Pool.Node(addr)
+	if err != nil {
+		return nil, adminStatus(peerUnavailable(err))
+	}
+	return c, nil
+}
+
 // Drain implements adminv1.AdminServer.
 func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adminv1.DrainResponse, err error) {
 	defer a.metrics.observe("drain", time.Now(), &err)
@@ -247,13 +261,9 @@ func (a *Admin) Drain(ctx context.Context, req *adminv1.DrainRequest) (resp *adm
 	if req.NodeId == "" {
 		return nil, adminStatus(ErrNodeIDRequired)
 	}
-	_, addr := a.cluster.Catalog.Leader()
-	if addr == "" {
-		return nil, adminStatus(ErrNoCatalogLeader)
-	}
-	c, err := a.cluster.Pool.Node(addr)
+	c, err := a.catalogLeader()
 	if err != nil {
-		return nil, adminStatus(peerUnavailable(err))
+		return nil, err
 	}
 	dr, err := c.Drain(ctx, &peerv1.DrainRequest{NodeId: req.NodeId, Draining: !req.Undo})
 	if err != nil {
@@ -273,13 +283,9 @@ func (a *Admin) RemoveNode(ctx context.Context, req *adminv1.RemoveNodeRequest) 
 	if req.NodeId == "" {
 		return nil, adminStatus(ErrNodeIDRequired)
 	}
-	_, addr := a.cluster.Catalog.Leader()
-	if addr == "" {
-		return nil, adminStatus(ErrNoCatalogLeader)
-	}
-	c, err := a.cluster.Pool.Node(addr)
+	c, err := a.catalogLeader()
 	if err != nil {
-		return nil, adminStatus(peerUnavailable(err))
+		return nil, err
 	}
 	by := "client via " + a.cfg.NodeID
 	if p, ok := grpcpeer.FromContext(ctx); ok && p.Addr != nil {
