@@ -212,6 +212,16 @@ func (s *Service) Drain(ctx context.Context, req *peerv1.DrainRequest) (*peerv1.
 		}
 		return &peerv1.DrainResponse{Epoch: epoch}, nil
 	}
+	c, err := s.catalogLeader()
+	if err != nil {
+		return nil, err
+	}
+	return c.Drain(ctx, req)
+}
+
+// catalogLeader returns a client of the catalog leader's Node service,
+// for a call this node forwards, or the status saying why there is none.
+func (s *Service) catalogLeader() (peerv1.NodeClient, error) {
 	_, addr := s.catalog.Leader()
 	if addr == "" {
 		return nil, toStatus(ErrNoCatalogLeader)
@@ -220,7 +230,7 @@ func (s *Service) Drain(ctx context.Context, req *peerv1.DrainRequest) (*peerv1.
 	if err != nil {
 		return nil, toStatus(unavailable(err))
 	}
-	return c.Drain(ctx, req)
+	return c, nil
 }
 
 // RemoveNode implements peerv1.NodeServer; it forwards to the catalog
@@ -239,13 +249,9 @@ func (s *Service) RemoveNode(ctx context.Context, req *peerv1.RemoveNodeRequest)
 		}
 		return &peerv1.RemoveNodeResponse{Epoch: rn.Epoch, PeerAddr: rn.PeerAddr, ClientAddr: rn.ClientAddr}, nil
 	}
-	_, addr := s.catalog.Leader()
-	if addr == "" {
-		return nil, toStatus(ErrNoCatalogLeader)
-	}
-	c, err := s.pool.Node(addr)
+	c, err := s.catalogLeader()
 	if err != nil {
-		return nil, toStatus(unavailable(err))
+		return nil, err
 	}
 	return c.RemoveNode(ctx, req)
 }
