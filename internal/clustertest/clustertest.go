@@ -176,6 +176,7 @@ func (c *Cluster) Add() *Node {
 	if c.Mutate != nil {
 		c.Mutate(&cfg)
 	}
+	stablePorts(&cfg.ClientAddr, &cfg.PeerAddr, &cfg.GossipAddr)
 	n := c.start(id, cfg)
 	c.mu.Lock()
 	c.Nodes = append(c.Nodes, n)
