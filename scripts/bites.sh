@@ -53,6 +53,7 @@ BITES=(
   "node-remove-check|./internal/catalog|^TestRemoveRefusal\$"
   "node-remove-check|./internal/catalog|^TestRemoveNodeOp\$"
   "node-remove-check|./internal/cli|^TestIntegrationNodeRemove\$"
+  "cas-turn|./internal/server|^TestCASTurnSpendsOneEntry\$"
 )
 
 want=("$@")

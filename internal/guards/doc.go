@@ -166,6 +166,12 @@ const (
 	// site catalog; off, a node the site still counts on is removed, and
 	// a live one is stopped.
 	NodeRemoveCheck
+	// CASTurn makes the compare-and-swaps of one key that expect the same
+	// version take turns on the leader (router.CASTurn): at most one of
+	// them can succeed, and the others, checked again once it applied,
+	// are answered without a log entry; off, every one of them spends a
+	// log entry on its mismatch.
+	CASTurn
 )
 
 var names = map[Guard]string{
@@ -200,6 +206,7 @@ var names = map[Guard]string{
 	DropConfirm:          "drop-confirm",
 	SiteIncarnation:      "site-incarnation",
 	NodeRemoveCheck:      "node-remove-check",
+	CASTurn:              "cas-turn",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -212,7 +219,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -15,6 +15,7 @@ type Metrics struct {
 	moveWaitSec    prometheus.Histogram
 	txns           *prometheus.CounterVec
 	txnStaleness   prometheus.Histogram
+	casFailFast    *prometheus.CounterVec
 }
 
 func newMetrics() *Metrics {
@@ -63,6 +64,10 @@ func newMetrics() *Metrics {
 			Namespace: "causeway", Subsystem: "router", Name: "gettxn_shards_total",
 			Help: "Shards read by GetTxn snapshots, by where (local: this node's replica; forwarded: another node of the site, in the same round).",
 		}, []string{"where"}),
+		casFailFast: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "cas_fail_fast_total",
+			Help: "Version-conditioned compare-and-swaps answered with a conflict without a log entry, by when: newer (this leader already held a newer version) or after_turn (after waiting for a swap of the same key that expected the same version).",
+		}, []string{"when"}),
 		txnStaleness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "router", Name: "gettxn_staleness_seconds",
 			Help:    "Age of a GetTxn snapshot when it was read (the node's clock minus the snapshot's HLC).",
@@ -75,7 +80,7 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec,
-		m.moves, m.moveWaitSec, m.txns, m.txnStaleness)
+		m.moves, m.moveWaitSec, m.txns, m.txnStaleness, m.casFailFast)
 	return m
 }
 

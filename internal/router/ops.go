@@ -116,6 +116,63 @@ func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.De
 	return nil
 }
 
+// casTurnKey names the swaps of which at most one can succeed: those of
+// one key on one group that expect the same version.
+type casTurnKey struct {
+	g    *shard.Group
+	key  string
+	hlc  uint64
+	site string
+}
+
+// CASTurn prepares a compare-and-swap on g, the leader of sh, for its
+// proposal. A swap that expects a version this replica already holds a
+// newer version of is rejected at once (CASFailFast). Of the swaps of
+// one key that expect the same version at most one can succeed: while
+// one of them is being proposed, the others wait for it to be applied
+// and check again, and those that lost are then rejected without a log
+// entry, which they would otherwise each spend on a mismatch (a hot key
+// under YCSB-F). The caller proposes, then calls release. Swaps on
+// absence, and with guard cas-turn off every swap, take no turn.
+func (r *Router) CASTurn(ctx context.Context, g *shard.Group, c *Call, sh placement.Shard, w *peerv1.Write, o *kvv1.WriteOptions) (release func(), err error) {
+	for waited := false; ; waited = true {
+		if err := r.CASFailFast(g, c, sh, w, o); err != nil {
+			if waited {
+				r.metrics.casFailFast.WithLabelValues("after_turn").Inc()
+			} else {
+				r.metrics.casFailFast.WithLabelValues("newer").Inc()
+			}
+			return nil, err
+		}
+		if w.Condition == nil || w.Condition.Kind != peerv1.Condition_KIND_VERSION || guards.Off(guards.CASTurn) {
+			return func() {}, nil
+		}
+		k := casTurnKey{g: g, key: string(w.Key), hlc: w.Condition.Hlc, site: w.Condition.Site}
+		r.casMu.Lock()
+		turn, busy := r.casTurns[k]
+		if !busy {
+			if r.casTurns == nil {
+				r.casTurns = make(map[casTurnKey]chan struct{})
+			}
+			turn = make(chan struct{})
+			r.casTurns[k] = turn
+			r.casMu.Unlock()
+			return func() {
+				r.casMu.Lock()
+				delete(r.casTurns, k)
+				r.casMu.Unlock()
+				close(turn)
+			}, nil
+		}
+		r.casMu.Unlock()
+		select {
+		case <-turn:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // CASFailFast rejects a version-conditioned swap on g without a raft
 // round trip when this replica already holds a newer version than the
 // expected one. Versions only grow, so the swap could never succeed; every

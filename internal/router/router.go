@@ -98,6 +98,10 @@ type Router struct {
 	// unanswered maps the peer address of a node that failed a forwarded
 	// request to when it may be asked first again (route.go).
 	unanswered sync.Map
+	// casTurns holds the version-conditioned swaps being proposed, by
+	// group, key and expected version (CASTurn).
+	casMu    sync.Mutex
+	casTurns map[casTurnKey]chan struct{}
 }
 
 // New returns a router for this node over the given keyspaces (name →

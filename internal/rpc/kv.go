@@ -190,9 +190,11 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	}
 	var res fsm.Result
 	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
-		if err := s.router.CASFailFast(g, c, sh, w, req.Options); err != nil {
+		release, err := s.router.CASTurn(ctx, g, c, sh, w, req.Options)
+		if err != nil {
 			return err
 		}
+		defer release()
 		res, err = s.router.Propose(ctx, c, sh, g, w, req.Options)
 		return err
 	}, func(kv kvv1.KVClient, fctx context.Context) (err error) {
