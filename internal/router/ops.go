@@ -135,25 +135,19 @@ type casTurnKey struct {
 // under YCSB-F). The caller proposes, then calls release. Swaps on
 // absence, and with guard cas-turn off every swap, take no turn.
 func (r *Router) CASTurn(ctx context.Context, g *shard.Group, c *Call, sh placement.Shard, w *peerv1.Write, o *kvv1.WriteOptions) (release func(), err error) {
-	for waited := false; ; waited = true {
+	takesTurn := w.Condition != nil && w.Condition.Kind == peerv1.Condition_KIND_VERSION && !guards.Off(guards.CASTurn)
+	k := casTurnKey{g: g, key: string(w.Key), hlc: w.Condition.GetHlc(), site: w.Condition.GetSite()}
+	for when := "newer"; ; when = "after_turn" {
 		if err := r.CASFailFast(g, c, sh, w, o); err != nil {
-			if waited {
-				r.metrics.casFailFast.WithLabelValues("after_turn").Inc()
-			} else {
-				r.metrics.casFailFast.WithLabelValues("newer").Inc()
-			}
+			r.metrics.casFailFast.WithLabelValues(when).Inc()
 			return nil, err
 		}
-		if w.Condition == nil || w.Condition.Kind != peerv1.Condition_KIND_VERSION || guards.Off(guards.CASTurn) {
+		if !takesTurn {
 			return func() {}, nil
 		}
-		k := casTurnKey{g: g, key: string(w.Key), hlc: w.Condition.Hlc, site: w.Condition.Site}
 		r.casMu.Lock()
 		turn, busy := r.casTurns[k]
 		if !busy {
-			if r.casTurns == nil {
-				r.casTurns = make(map[casTurnKey]chan struct{})
-			}
 			turn = make(chan struct{})
 			r.casTurns[k] = turn
 			r.casMu.Unlock()

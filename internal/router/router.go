@@ -119,7 +119,7 @@ func New(cfg Config, keyspaces map[string]uint32, local Local, cat Catalog, pool
 	if clock == nil {
 		clock = causal.NewClock(nil)
 	}
-	rt := &Router{cfg: cfg, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m}
+	rt := &Router{cfg: cfg, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m, casTurns: make(map[casTurnKey]chan struct{})}
 	rt.SetKeyspaces(keyspaces, nil)
 	return rt
 }
