@@ -130,15 +130,15 @@ func (d *causewayDriver) ReadModifyWrite(ctx context.Context, key string, value 
 	}
 }
 
-// TxnRead is a BatchGet: Causeway has no read-only transaction (GetTxn)
-// yet, so the keys are read with the mode's consistency but not as one
-// snapshot.
+// TxnRead is a GetTxn: one causally consistent snapshot of the keys
+// (causal+ in both modes; GetTxn takes no consistency option), the read
+// ChainReaction's transaction mixes measure.
 func (d *causewayDriver) TxnRead(ctx context.Context, keys []string) error {
 	bk := make([][]byte, len(keys))
 	for i, k := range keys {
 		bk[i] = []byte(k)
 	}
-	_, err := d.c.BatchGet(ctx, bk, d.read...)
+	_, err := d.c.GetTxn(ctx, bk)
 	return err
 }
 

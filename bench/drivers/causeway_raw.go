@@ -95,12 +95,13 @@ func (d *causewayRawDriver) ReadModifyWrite(ctx context.Context, key string, val
 	}
 }
 
+// TxnRead is a GetTxn without a session.
 func (d *causewayRawDriver) TxnRead(ctx context.Context, keys []string) error {
 	bk := make([][]byte, len(keys))
 	for i, k := range keys {
 		bk[i] = []byte(k)
 	}
-	_, err := d.kv.BatchGet(ctx, &kvv1.BatchGetRequest{Keys: bk, Consistency: rawCausal})
+	_, err := d.kv.GetTxn(ctx, &kvv1.GetTxnRequest{Keys: bk})
 	return err
 }
 
