@@ -54,6 +54,8 @@ BITES=(
   "node-remove-check|./internal/catalog|^TestRemoveNodeOp\$"
   "node-remove-check|./internal/cli|^TestIntegrationNodeRemove\$"
   "cas-turn|./internal/server|^TestCASTurnSpendsOneEntry\$"
+  "state-checksum|./internal/storage|^TestChangedValueByteIsRefusedAtOpen\$"
+  "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
 )
 
 want=("$@")

@@ -172,6 +172,11 @@ const (
 	// are answered without a log entry; off, every one of them spends a
 	// log entry on its mismatch.
 	CASTurn
+	// StateChecksum verifies the checksum of every version the state
+	// database reads, and of all of them when it opens (storage.checkValue,
+	// docs/adr/021); off, a byte of a stored value that the disk changed is
+	// served as if it had been written.
+	StateChecksum
 )
 
 var names = map[Guard]string{
@@ -207,6 +212,7 @@ var names = map[Guard]string{
 	SiteIncarnation:      "site-incarnation",
 	NodeRemoveCheck:      "node-remove-check",
 	CASTurn:              "cas-turn",
+	StateChecksum:        "state-checksum",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -219,7 +225,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/storage"
 )
 
 // Errors of the Node service. Each maps to a gRPC code in codeTable; the
@@ -85,6 +86,7 @@ var codeTable = []struct {
 	{ErrNoCatalogLeader, codes.Unavailable},
 	{ErrUnavailable, codes.Unavailable},
 	{shard.ErrCorrupt, codes.Unavailable},
+	{storage.ErrDamaged, codes.Unavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

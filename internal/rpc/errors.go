@@ -51,6 +51,7 @@ var codeTable = []struct {
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
 	{shard.ErrCorrupt, codes.Unavailable},
+	{storage.ErrDamaged, codes.Unavailable},
 	{storage.ErrClosed, codes.Unavailable},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,10 +12,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/wal"
 )
 
@@ -161,5 +166,121 @@ func TestDamagedClusterFileIsRelearned(t *testing.T) {
 	})
 	if _, err := os.Stat(path + damagedSuffix); err != nil {
 		t.Fatalf("the damaged cluster file was not kept aside: %v", err)
+	}
+}
+
+// TestChangedStateValueIsRebuilt: a byte of a stored value changed in the
+// state database while the node was stopped (bbolt's pages intact: only
+// the versions' checksums can tell) is found when the node starts: the
+// file is moved aside and shard state rebuilt, and every acknowledged
+// write reads back as written. A second damage keeps the first file aside
+// and moves the new one to a name of its own. With the state-checksum
+// guard off the changed value is served.
+func TestChangedStateValueIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	value := func(i int) string { return fmt.Sprintf("value-%03d-%s", i, strings.Repeat("x", 100)) }
+	for i := range 200 {
+		n.put(t, fmt.Sprintf("k%03d", i), value(i))
+	}
+	n.srv.Stop()
+
+	path := filepath.Join(dir, stateFile)
+	damage := func(i int) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		needle := []byte(fmt.Sprintf("value-%03d-", i))
+		if bytes.Count(b, needle) == 0 {
+			t.Fatalf("%s is not in the state database", needle)
+		}
+		for at := 0; ; {
+			j := bytes.Index(b[at:], needle)
+			if j < 0 {
+				break
+			}
+			b[at+j+len("value-")] ^= 0x01 // value-117- becomes value-017-
+			at += j + len(needle)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage(117)
+	n2 := start(t, cfg) // same boot: a process restart
+	for i := range 200 {
+		if g := n2.getStrong(t, fmt.Sprintf("k%03d", i)); string(g.Value) != value(i) {
+			t.Fatalf("k%03d after the restart: %q, want %q", i, g.Value, value(i))
+		}
+	}
+	first, err := os.ReadFile(path + damagedSuffix)
+	if err != nil {
+		t.Fatalf("the damaged state database was not kept aside: %v", err)
+	}
+	n2.srv.Stop()
+
+	damage(42)
+	n3 := start(t, cfg)
+	if g := n3.getStrong(t, "k042"); string(g.Value) != value(42) {
+		t.Fatalf("k042 after the second restart: %q", g.Value)
+	}
+	if again, err := os.ReadFile(path + damagedSuffix); err != nil || !bytes.Equal(again, first) {
+		t.Fatalf("the first damaged file was replaced (%v)", err)
+	}
+	others, _ := filepath.Glob(path + damagedSuffix + "-*")
+	if len(others) != 1 {
+		t.Fatalf("second damaged file: %v", others)
+	}
+}
+
+// TestDamagedValueReadStopsTheNode: a read that finds a stored version
+// failing its checksum while the node runs fails (Unavailable: another
+// replica can answer) instead of returning the changed value, and the
+// node stops; its next start finds the damage, moves the file aside and
+// rebuilds it.
+func TestDamagedValueReadStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+	n.put(t, "k", "hello")
+	var damaged bool
+	for _, g := range n.srv.Groups() {
+		if storage.DamageValueForTest(n.srv.db, g.ID(), []byte("k")) == nil {
+			damaged = true
+		}
+	}
+	if !damaged {
+		t.Fatal("k is in no shard of the node")
+	}
+	resp, err := n.kv.Get(ctx(t), &kvv1.GetRequest{Key: []byte("k")})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("read of a damaged value: %q, %v; want Unavailable", resp.GetValue(), err)
+	}
+	select {
+	case err = <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after a checksum failure")
+	}
+	if !errors.Is(err, storage.ErrDamaged) {
+		t.Fatalf("Run returned %v; want the damaged state database", err)
+	}
+	t.Logf("Run: %v", err)
+	n.srv.Stop()
+
+	n2 := start(t, cfg)
+	if g := n2.getStrong(t, "k"); string(g.Value) != "hello" {
+		t.Fatalf("k after the restart: %q", g.Value)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile) + damagedSuffix); err != nil {
+		t.Fatalf("the damaged state database was not kept aside: %v", err)
 	}
 }

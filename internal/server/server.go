@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -420,6 +421,8 @@ func (s *Server) openStorage() (err error) {
 	logCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, raftFile), id)
 	logCfg.Name = "raft"
 	logCfg.NoSync = s.cfg.NoSync
+	_, serr := os.Stat(logCfg.Path)
+	raftExisted := serr == nil
 	if s.logDB, err = storage.Open(logCfg, s.log, s.reg); err != nil {
 		if errors.Is(err, storage.ErrCorrupt) {
 			// raft.db holds raft's votes and terms: nothing else has them.
@@ -446,12 +449,19 @@ func (s *Server) openStorage() (err error) {
 	if stateCfg.BootID == "" {
 		stateCfg.BootID = storage.BootID()
 	}
+	if _, serr := os.Stat(stateCfg.Path); raftExisted && errors.Is(serr, os.ErrNotExist) {
+		s.log.Warn("the state database is missing; rebuilding shard state from raft snapshots and logs", "path", stateCfg.Path)
+	}
 	s.db, err = storage.Open(stateCfg, s.log, s.reg)
 	if errors.Is(err, storage.ErrCorrupt) {
 		// The state database is derived: rebuild it from the raft
 		// snapshots and logs (their own checksums vouch for them), and
-		// keep the damaged file aside for whoever checks the disk.
+		// keep the damaged file aside for whoever checks the disk (a
+		// file of its own for every damage found: none replaces another).
 		damaged := stateCfg.Path + damagedSuffix
+		if _, serr := os.Stat(damaged); serr == nil {
+			damaged += "-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		}
 		s.log.Error("the state database is damaged (a disk or file-system fault: check the disk); moving it aside and rebuilding shard state from raft snapshots and logs",
 			"reason", err, "moved_to", damaged)
 		if rerr := os.Rename(stateCfg.Path, damaged); rerr != nil {
@@ -462,8 +472,12 @@ func (s *Server) openStorage() (err error) {
 		}
 		s.db, err = storage.Open(stateCfg, s.log, s.reg)
 	}
-	if errors.Is(err, storage.ErrUnclean) {
-		s.log.Warn("the machine restarted while the node was running; rebuilding shard state from raft snapshots and logs", "reason", err)
+	if errors.Is(err, storage.ErrUnclean) || errors.Is(err, storage.ErrStale) {
+		if errors.Is(err, storage.ErrStale) {
+			s.log.Warn("the state database was written by an earlier version; rebuilding shard state from raft snapshots and logs", "reason", err)
+		} else {
+			s.log.Warn("the machine restarted while the node was running; rebuilding shard state from raft snapshots and logs", "reason", err)
+		}
 		for _, p := range []string{stateCfg.Path, storage.MarkerPath(stateCfg.Path)} {
 			if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				return fmt.Errorf("rebuild state: %w", rerr)
@@ -479,6 +493,12 @@ func (s *Server) openStorage() (err error) {
 	// and the next start replays them from the raft log.
 	db := s.db
 	s.failWith(db.Failed(), db.Err)
+	// A stored version that fails its checksum: what else the disk
+	// changed is unknown. The next start finds the damage when it opens
+	// the file, moves it aside and rebuilds it.
+	s.failWith(db.Damaged(), func() error {
+		return fmt.Errorf("%w; the node stops: its next start moves the state database aside and rebuilds it from raft snapshots and logs (check the disk)", db.DamagedErr())
+	})
 	return nil
 }
 
@@ -516,7 +536,9 @@ func checkDataDir(dir string) (fresh bool, err error) {
 		case stateFile:
 		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", stateFile + damagedSuffix, clusterFile, clusterFile + ".tmp":
 		default:
-			foreign = append(foreign, e.Name())
+			if !strings.HasPrefix(e.Name(), stateFile+damagedSuffix+"-") {
+				foreign = append(foreign, e.Name())
+			}
 		}
 	}
 	if len(foreign) > 0 {

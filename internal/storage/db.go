@@ -25,6 +25,13 @@ var (
 	ErrForeign = errors.New("storage: database belongs to another node")
 	// ErrCorrupt is returned when the database file cannot be read.
 	ErrCorrupt = errors.New("storage: database is corrupt or not a Causeway database")
+	// ErrDamaged is returned when a stored version fails its checksum: the
+	// disk changed what was written. The database stops serving
+	// (DB.Damaged) and is rebuilt at the next start (ADR 021).
+	ErrDamaged = errors.New("storage: a stored version fails its checksum")
+	// ErrStale is returned by Open for a Derived database written in an
+	// earlier format: it is rebuilt from its source rather than migrated.
+	ErrStale = errors.New("storage: derived database was written in an earlier format")
 	// ErrLocked is returned when another process holds the database.
 	ErrLocked = errors.New("storage: database is in use by another process")
 	// ErrUnclean is returned by Open for a Derived database that was not
@@ -138,6 +145,42 @@ type DB struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
+
+	// damaged is closed once a read found a version that fails its
+	// checksum; damagedErr says which (set before damaged is closed).
+	damaged     chan struct{}
+	damagedOnce sync.Once
+	damagedErr  error
+}
+
+// Damaged is closed once a read of this database found a stored version
+// that fails its checksum (DamagedErr says which). What else the disk
+// changed is unknown: the node stops, and its next start finds the damage
+// when it opens the file, moves the file aside and rebuilds it.
+func (db *DB) Damaged() <-chan struct{} { return db.damaged }
+
+// DamagedErr returns the first checksum failure a read found, or nil.
+func (db *DB) DamagedErr() error {
+	select {
+	case <-db.damaged:
+		return db.damagedErr
+	default:
+		return nil
+	}
+}
+
+// noteDamage closes Damaged when err is a checksum failure. It returns
+// err.
+func (db *DB) noteDamage(err error) error {
+	if db == nil || !errors.Is(err, ErrDamaged) {
+		return err
+	}
+	db.damagedOnce.Do(func() {
+		db.damagedErr = err
+		db.log.Error("the state database is damaged: a stored version fails its checksum (a disk or file-system fault: check the disk); the node stops, and its next start moves the file aside and rebuilds it", "err", err)
+		close(db.damaged)
+	})
+	return err
 }
 
 type commitReq struct {
@@ -191,7 +234,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
-	if err := checkIdentity(b, cfg.Identity); err != nil {
+	if err := checkIdentity(b, cfg.Identity, cfg.Derived); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
@@ -208,6 +251,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		reqs:    make(chan *commitReq, cfg.MaxBatch),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
+		damaged: make(chan struct{}),
 	}
 	db.metrics = newMetrics(reg, b, cfg.Name, &db.reqIdx)
 	if cfg.Derived && cfg.CommitInterval > 0 {
@@ -229,7 +273,14 @@ func openBolt(path string, opts *bolt.Options) (b *bolt.DB, err error) {
 	return bolt.Open(path, 0o600, opts)
 }
 
-func checkIdentity(b *bolt.DB, id Identity) error {
+// checkIdentity creates the meta bucket of a fresh file, and checks the
+// format and owner of an existing one. A Derived database of an earlier
+// format is ErrStale: it is rebuilt rather than migrated.
+func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
+	want := fmt.Sprint(formatVersion)
+	if derived {
+		want = fmt.Sprint(derivedFormatVersion)
+	}
 	return b.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketMeta) == nil {
 			// A fresh file must be empty: no foreign buckets.
@@ -242,7 +293,7 @@ func checkIdentity(b *bolt.DB, id Identity) error {
 			if err != nil {
 				return err
 			}
-			for k, v := range map[string]string{string(metaFormat): fmt.Sprint(formatVersion), string(metaSite): id.Site, string(metaNodeID): id.NodeID} {
+			for k, v := range map[string]string{string(metaFormat): want, string(metaSite): id.Site, string(metaNodeID): id.NodeID} {
 				if err := m.Put([]byte(k), []byte(v)); err != nil {
 					return err
 				}
@@ -252,20 +303,23 @@ func checkIdentity(b *bolt.DB, id Identity) error {
 		m := tx.Bucket(bucketMeta)
 		f := m.Get(metaFormat)
 		v1 := bytes.Equal(f, []byte("1"))
-		if !v1 && !bytes.Equal(f, []byte(fmt.Sprint(formatVersion))) {
-			return fmt.Errorf("%w: on-disk format %q, this build reads %d", ErrForeign, f, formatVersion)
-		}
 		site, node := string(m.Get(metaSite)), string(m.Get(metaNodeID))
 		if site != id.Site || node != id.NodeID {
 			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q",
 				ErrForeign, node, site, id.NodeID, id.Site)
+		}
+		if derived && (v1 || bytes.Equal(f, []byte(fmt.Sprint(formatVersion)))) {
+			return fmt.Errorf("%w: on-disk format %q, this build writes %s", ErrStale, f, want)
+		}
+		if !v1 && !bytes.Equal(f, []byte(want)) {
+			return fmt.Errorf("%w: on-disk format %q, this build reads %s", ErrForeign, f, want)
 		}
 		if v1 {
 			// Format 1 keyed request records by client id.
 			if err := migrateRequestsV1(tx); err != nil {
 				return fmt.Errorf("%w: migrating from format 1: %v", ErrCorrupt, err)
 			}
-			return m.Put(metaFormat, []byte(fmt.Sprint(formatVersion)))
+			return m.Put(metaFormat, []byte(want))
 		}
 		return nil
 	})

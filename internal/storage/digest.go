@@ -114,7 +114,7 @@ func (s *ShardTx) Digest() (Digest, error) {
 			if i := bytes.Index(k, keyTerm); i >= 0 {
 				prefix = k[:i+len(keyTerm)]
 			}
-			h.add(slotOfPrefix(prefix), k, v)
+			h.add(slotOfPrefix(prefix), k, storedValue(v))
 			d.Entries++
 		}
 		d.Slots = h.sums()
@@ -278,7 +278,7 @@ func (s *ShardTx) NewestInSlots(slots map[int]bool, fn func(Record) error) error
 	c := s.data.Cursor()
 	k, v := c.First()
 	for k != nil {
-		r, _, err := decodeRecord(k, v, false)
+		r, _, err := s.record(k, v, false)
 		if err != nil {
 			return err
 		}

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // Top-level buckets.
@@ -64,6 +66,11 @@ var (
 // 1 (request records keyed by client id) is migrated at Open.
 const formatVersion = 2
 
+// derivedFormatVersion is the format of a Derived database (the state
+// database): format 2 with a checksum on every stored version. A Derived
+// database of format 1 or 2 is rebuilt (ErrStale).
+const derivedFormatVersion = 3
+
 // MVCC data keys, one per version:
 //
 //	escape(key) ‖ 0x00 0x01 ‖ ^hlc (8 bytes, big endian) ‖ invert(site) ‖ 0xFF
@@ -76,11 +83,18 @@ const formatVersion = 2
 // winning version. Site names never contain 0x00 (see ValidSiteName), so an
 // inverted site byte is never 0xFF.
 //
-// Data values: 1 flag byte (bit 0: tombstone; bit 1: a stamp follows),
-// then, with bit 1, the version's stamp (8 bytes, big endian), then the
-// value. The stamp is the local HLC at which this replica's site applied a
-// version written at another site (see Record.Stamp); a version written
-// here has none (its HLC is its stamp).
+// Data values: 1 flag byte (bit 0: tombstone; bit 1: a stamp follows;
+// bit 2: a checksum ends the value), then, with bit 1, the version's stamp
+// (8 bytes, big endian), then the value, then, with bit 2, a CRC-32C (4
+// bytes, big endian) of the encoded data key followed by every byte of the
+// value before it. The stamp is the local HLC at which this replica's site
+// applied a version written at another site (see Record.Stamp); a version
+// written here has none (its HLC is its stamp). Every stored version
+// carries the checksum (the state database's format 3; a state database
+// of an earlier format is rebuilt at Open, ErrStale). bbolt checks its
+// page headers but not what the pages hold: the checksum turns a changed
+// byte of a key or value into ErrDamaged instead of a wrong answer (ADR
+// 021).
 
 const (
 	escByte   = 0x00
@@ -88,6 +102,8 @@ const (
 	escTerm   = 0x01
 	flagTomb  = 0x01
 	flagStamp = 0x02
+	flagSum   = 0x04
+	sumLen    = 4
 )
 
 // ErrBadEncoding is returned when stored bytes do not decode; it means the
@@ -170,31 +186,76 @@ func decodeVersionKey(enc []byte) ([]byte, causal.Version, error) {
 	return key, causal.Version{HLC: hlc, Site: string(site)}, nil
 }
 
-func encodeValue(value []byte, tombstone bool, stamp uint64) []byte {
-	n := 1
+// valueSum is the checksum of a stored version: encKey, its data key, then
+// body, the encoded value up to the checksum.
+func valueSum(encKey, body []byte) uint32 {
+	return crc32.Update(crc32.Checksum(encKey, castagnoli), castagnoli, body)
+}
+
+// encodeValue encodes a version stored under the data key encKey.
+func encodeValue(encKey, value []byte, tombstone bool, stamp uint64) []byte {
+	n := 1 + sumLen
 	if stamp != 0 {
 		n += 8
 	}
-	b := make([]byte, 1, n+len(value))
+	if !tombstone {
+		n += len(value)
+	}
+	b := make([]byte, 1, n)
+	b[0] = flagSum
 	if tombstone {
-		b[0] = flagTomb
+		b[0] |= flagTomb
 	}
 	if stamp != 0 {
 		b[0] |= flagStamp
 		b = binary.BigEndian.AppendUint64(b, stamp)
 	}
-	if tombstone {
-		return b
+	if !tombstone {
+		b = append(b, value...)
 	}
-	return append(b, value...)
+	return binary.BigEndian.AppendUint32(b, valueSum(encKey, b))
 }
 
-func decodeValue(b []byte, keysOnly bool) (value []byte, tombstone bool, stamp uint64, err error) {
+// checkValue verifies the checksum of the value v stored under the data
+// key k, if it has one, and returns v without it.
+func checkValue(k, v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0]&flagSum == 0 || len(v) < 1+sumLen {
+		if guards.Off(guards.StateChecksum) {
+			return v, nil
+		}
+		return nil, fmt.Errorf("%w: the version stored under data key %x has no checksum", ErrDamaged, k)
+	}
+	body := v[:len(v)-sumLen]
+	if got, want := valueSum(k, body), binary.BigEndian.Uint32(v[len(body):]); got != want && !guards.Off(guards.StateChecksum) {
+		return nil, fmt.Errorf("%w: the version stored under data key %x fails its checksum (%08x, stored %08x)", ErrDamaged, k, got, want)
+	}
+	return body[:len(body):len(body)], nil
+}
+
+// sealValue returns the value v of a snapshot (stored without its
+// checksum, storedValue) as it is stored under the data key k.
+func sealValue(k, v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0]&flagSum != 0 {
+		return nil, fmt.Errorf("%w: a snapshot's version under data key %x is not a value without checksum", ErrBadEncoding, k)
+	}
+	out := make([]byte, len(v), len(v)+sumLen)
+	copy(out, v)
+	out[0] |= flagSum
+	return binary.BigEndian.AppendUint32(out, valueSum(k, out)), nil
+}
+
+// decodeValue decodes the value v stored under the data key k, verifying
+// its checksum.
+func decodeValue(k, v []byte, keysOnly bool) (value []byte, tombstone bool, stamp uint64, err error) {
+	b, err := checkValue(k, v)
+	if err != nil {
+		return nil, false, 0, err
+	}
 	if len(b) == 0 {
 		return nil, false, 0, fmt.Errorf("%w: empty value", ErrBadEncoding)
 	}
 	flags := b[0]
-	if flags&^(flagTomb|flagStamp) != 0 {
+	if flags&^(flagTomb|flagStamp|flagSum) != 0 {
 		return nil, false, 0, fmt.Errorf("%w: value flags %#x", ErrBadEncoding, flags)
 	}
 	b = b[1:]
@@ -222,9 +283,22 @@ func valueStamp(v []byte) uint64 {
 	return 0
 }
 
-// canonicalValue returns an encoded value without its stamp: what every
-// site holds alike for the same version (digests compare it).
+// storedValue returns an encoded value without its checksum: what every
+// replica of a site holds alike for the same version, whichever build
+// stored it (replica digests compare it).
+func storedValue(v []byte) []byte {
+	if len(v) >= 1+sumLen && v[0]&flagSum != 0 {
+		out := make([]byte, 0, len(v)-sumLen)
+		out = append(out, v[0]&^flagSum)
+		return append(out, v[1:len(v)-sumLen]...)
+	}
+	return v
+}
+
+// canonicalValue returns an encoded value without its stamp and checksum:
+// what every site holds alike for the same version (digests compare it).
 func canonicalValue(v []byte) []byte {
+	v = storedValue(v)
 	if len(v) >= 9 && v[0]&flagStamp != 0 {
 		out := make([]byte, 0, len(v)-8)
 		out = append(out, v[0]&^flagStamp)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -330,13 +331,14 @@ func TestValueEncoding(t *testing.T) {
 		{"stamped tombstone", nil, true, false, 7, nil},
 		{"stamped keys only", []byte("hello"), false, true, 9, nil},
 	}
+	ek := encodeVersionKey([]byte("key"), causal.Version{HLC: 42, Site: "s1"})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			enc := encodeValue(tc.value, tc.tombstone, tc.stamp)
-			if tc.tombstone && tc.stamp == 0 && len(enc) != 1 {
+			enc := encodeValue(ek, tc.value, tc.tombstone, tc.stamp)
+			if tc.tombstone && tc.stamp == 0 && len(enc) != 1+sumLen {
 				t.Errorf("tombstone encoding %x has a payload", enc)
 			}
-			val, tomb, stamp, err := decodeValue(enc, tc.keysOnly)
+			val, tomb, stamp, err := decodeValue(ek, enc, tc.keysOnly)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -349,23 +351,50 @@ func TestValueEncoding(t *testing.T) {
 			if valueStamp(enc) != tc.stamp {
 				t.Fatalf("valueStamp = %d, want %d", valueStamp(enc), tc.stamp)
 			}
-			// Every site holds the same canonical bytes, stamped or not.
-			if want := encodeValue(tc.value, tc.tombstone, 0); !bytes.Equal(canonicalValue(enc), want) {
+			// Every site holds the same canonical bytes, stamped or not,
+			// and without the checksum (which covers the stamp).
+			if want := storedValue(encodeValue(ek, tc.value, tc.tombstone, 0)); !bytes.Equal(canonicalValue(enc), want) {
 				t.Fatalf("canonical %x, want %x", canonicalValue(enc), want)
+			}
+			// A snapshot carries the value without its checksum; restored,
+			// it is stored as before.
+			if sealed, err := sealValue(ek, storedValue(enc)); err != nil || !bytes.Equal(sealed, enc) {
+				t.Fatalf("sealValue(storedValue) = %x, %v; want %x", sealed, err, enc)
+			}
+			// Any changed byte, of the value or of its key, is caught.
+			for i := range enc {
+				bad := bytes.Clone(enc)
+				bad[i] ^= 0x10
+				if _, _, _, err := decodeValue(ek, bad, tc.keysOnly); !errors.Is(err, ErrDamaged) {
+					t.Fatalf("byte %d of %x changed: err = %v, want ErrDamaged", i, enc, err)
+				}
+			}
+			for i := range ek {
+				bad := bytes.Clone(ek)
+				bad[i] ^= 0x01
+				if _, _, _, err := decodeValue(bad, enc, tc.keysOnly); !errors.Is(err, ErrDamaged) {
+					t.Fatalf("byte %d of the key changed: err = %v, want ErrDamaged", i, err)
+				}
 			}
 			// The value must be a copy.
 			if len(val) > 0 {
-				enc[len(enc)-1] ^= 0xFF
+				enc[len(enc)-1-sumLen] ^= 0xFF
 				if !bytes.Equal(val, tc.wantValue) {
 					t.Fatal("decoded value aliases the encoded buffer")
 				}
 			}
 		})
 	}
-	for _, bad := range [][]byte{nil, {}, {flagStamp, 1, 2}, {0x80}} {
-		if _, _, _, err := decodeValue(bad, false); !errors.Is(err, ErrBadEncoding) {
-			t.Fatalf("decodeValue(%x) err = %v, want ErrBadEncoding", bad, err)
+	for _, bad := range [][]byte{nil, {}, {flagStamp, 1, 2}, {0x80}, {0x80 | flagSum, 0, 0, 0, 0}} {
+		if _, _, _, err := decodeValue(ek, bad, false); !errors.Is(err, ErrBadEncoding) && !errors.Is(err, ErrDamaged) {
+			t.Fatalf("decodeValue(%x) err = %v, want ErrBadEncoding or ErrDamaged", bad, err)
 		}
+	}
+	// Unknown flags under a valid checksum are a bad encoding.
+	bad := []byte{0x80 | flagSum}
+	bad = binary.BigEndian.AppendUint32(bad, valueSum(ek, bad))
+	if _, _, _, err := decodeValue(ek, bad, false); !errors.Is(err, ErrBadEncoding) {
+		t.Fatalf("unknown flags: err = %v, want ErrBadEncoding", err)
 	}
 }
 

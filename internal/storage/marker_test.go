@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -66,7 +67,12 @@ func TestDerivedUncleanAcrossBoots(t *testing.T) {
 			t.Fatalf("boot %q: Open = %v, want ErrUnclean", boot, err)
 		}
 	}
-	// A non-derived database ignores markers.
+	// A non-derived database ignores markers (a file of its own: the
+	// derived one's format is not a non-derived database's).
 	cfg.Derived = false
+	cfg.Path = filepath.Join(t.TempDir(), "raft.db")
+	if err := writeMarker(cfg.Path, "boot-a"); err != nil {
+		t.Fatal(err)
+	}
 	openDB(t, cfg)
 }

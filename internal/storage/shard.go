@@ -96,7 +96,7 @@ func (s *ShardTx) Latest(key []byte, keysOnly bool) (Record, bool, error) {
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return Record{}, false, nil
 	}
-	return decodeRecord(k, v, keysOnly)
+	return s.record(k, v, keysOnly)
 }
 
 // LatestAt returns the newest version of key no newer than atHLC.
@@ -110,7 +110,17 @@ func (s *ShardTx) LatestAt(key []byte, atHLC uint64) (Record, bool, error) {
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return Record{}, false, nil
 	}
-	return decodeRecord(k, v, false)
+	return s.record(k, v, false)
+}
+
+// record decodes the version stored under the data key k; a checksum
+// failure marks the database damaged (DB.Damaged).
+func (s *ShardTx) record(k, v []byte, keysOnly bool) (Record, bool, error) {
+	r, ok, err := decodeRecord(k, v, keysOnly)
+	if err != nil {
+		return Record{}, false, s.db.noteDamage(err)
+	}
+	return r, ok, nil
 }
 
 func decodeRecord(k, v []byte, keysOnly bool) (Record, bool, error) {
@@ -118,7 +128,7 @@ func decodeRecord(k, v []byte, keysOnly bool) (Record, bool, error) {
 	if err != nil {
 		return Record{}, false, err
 	}
-	val, tomb, stamp, err := decodeValue(v, keysOnly)
+	val, tomb, stamp, err := decodeValue(k, v, keysOnly)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -131,7 +141,8 @@ func (s *ShardTx) Put(r Record) error {
 	if stamp == r.Version.HLC {
 		stamp = 0
 	}
-	return s.data.Put(encodeVersionKey(r.Key, r.Version), encodeValue(r.Value, r.Tombstone, stamp))
+	k := encodeVersionKey(r.Key, r.Version)
+	return s.data.Put(k, encodeValue(k, r.Value, r.Tombstone, stamp))
 }
 
 // LatestAtStamp returns the version of key a snapshot at stamp sees: the
@@ -153,7 +164,7 @@ func (s *ShardTx) LatestAtStamp(key []byte, stamp uint64) (Record, bool, error) 
 			st = ver.HLC
 		}
 		if st <= stamp {
-			return decodeRecord(k, v, false)
+			return s.record(k, v, false)
 		}
 	}
 	return Record{}, false, nil
@@ -168,7 +179,7 @@ func (s *ShardTx) History(key []byte, limit int) ([]Record, error) {
 	var out []Record
 	c := s.data.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
-		r, _, err := decodeRecord(k, v, false)
+		r, _, err := s.record(k, v, false)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +198,7 @@ func (s *ShardTx) Scan(start, end []byte, limit int, keysOnly bool) (recs []Reco
 	c := s.data.Cursor()
 	k, v := c.Seek(keyPrefix(start))
 	for k != nil {
-		r, _, err := decodeRecord(k, v, keysOnly)
+		r, _, err := s.record(k, v, keysOnly)
 		if err != nil {
 			return nil, false, err
 		}

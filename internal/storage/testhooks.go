@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/causeway-db/causeway/internal/causal"
+	bolt "go.etcd.io/bbolt"
 )
 
 // CorruptForTest damages one shard replica the way a bad disk or a bug
@@ -20,17 +21,17 @@ import (
 // binaries (cmd/kvd's TestNoTestHooksInBinary checks).
 func CorruptForTest(db *DB, id ShardID, key, value []byte) error {
 	return db.UpdateAlone(func(tx *Tx) error {
-		root := tx.btx.Bucket(id.bucket())
-		if root == nil {
-			return fmt.Errorf("storage: shard %s is not stored here", id)
+		data, err := testData(tx, id)
+		if err != nil {
+			return err
 		}
-		data := root.Bucket(bucketData)
 		prefix := keyPrefix(key)
 		k, _ := data.Cursor().Seek(prefix)
 		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return data.Put(encodeVersionKey(key, causal.Version{HLC: 1, Site: "corrupt"}), encodeValue(value, false, 0))
+			ek := encodeVersionKey(key, causal.Version{HLC: 1, Site: "corrupt"})
+			return data.Put(ek, encodeValue(ek, value, false, 0))
 		}
-		return data.Put(bytes.Clone(k), encodeValue(value, false, 0))
+		return data.Put(bytes.Clone(k), encodeValue(k, value, false, 0))
 	})
 }
 
@@ -45,4 +46,34 @@ func FailForTest(db *DB, err error) error {
 	db.def.mu.Lock()
 	defer db.def.mu.Unlock()
 	return db.failLocked(err)
+}
+
+// DamageValueForTest changes one byte of the value of key's newest version
+// in shard id of db, keeping the version's checksum, the way a disk that
+// changed a written page would. Only tests may call it (see
+// CorruptForTest).
+func DamageValueForTest(db *DB, id ShardID, key []byte) error {
+	return db.UpdateAlone(func(tx *Tx) error {
+		data, err := testData(tx, id)
+		if err != nil {
+			return err
+		}
+		prefix := keyPrefix(key)
+		k, v := data.Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) || len(v) < 2+sumLen {
+			return fmt.Errorf("storage: %q has no stored value to damage", key)
+		}
+		bad := bytes.Clone(v)
+		bad[len(bad)-sumLen-1] ^= 0x01
+		return data.Put(bytes.Clone(k), bad)
+	})
+}
+
+// testData returns shard id's data bucket in tx.
+func testData(tx *Tx, id ShardID) (*bolt.Bucket, error) {
+	root := tx.btx.Bucket(id.bucket())
+	if root == nil {
+		return nil, fmt.Errorf("storage: shard %s is not stored here", id)
+	}
+	return root.Bucket(bucketData), nil
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -11,7 +12,8 @@ import (
 
 // verifyFile reads every page of the bbolt file at path that its trees
 // reach (every bucket, every key, recursively), in a read-only
-// transaction, before Open hands the file to bbolt for writing. bbolt
+// transaction, before Open hands the file to bbolt for writing, and checks
+// the checksum of every stored version (a shard's data bucket) on the way. bbolt
 // checks a page's header where it reads it and panics on a mismatch; on
 // a read-write open of a file written without a freelist it walks every
 // page from a goroutine of its own, where such a panic would end the
@@ -39,22 +41,43 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
 		}
 	}()
-	return b.View(func(tx *bolt.Tx) error {
+	err = b.View(func(tx *bolt.Tx) error {
+		// Versions carry checksums in a state database of this build's
+		// format; one of an earlier format is rebuilt (ErrStale).
+		sums := false
+		if m := tx.Bucket(bucketMeta); m != nil {
+			sums = bytes.Equal(m.Get(metaFormat), []byte(fmt.Sprint(derivedFormatVersion)))
+		}
 		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
-			walkBucket(bk)
-			return nil
+			return walkBucket(bk, 0, name, sums)
 		})
 	})
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrBadEncoding) {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+	}
+	return err
 }
 
-// walkBucket visits every key of bk and of the buckets nested in it.
-func walkBucket(bk *bolt.Bucket) {
+// walkBucket visits every key of bk, at depth depth and named name, and of
+// the buckets nested in it, and checks the versions of a shard's data
+// bucket (a bucket named data inside a top-level one) if sums is set.
+func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
+	data := sums && depth == 1 && bytes.Equal(name, bucketData)
 	c := bk.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil {
 			if nested := bk.Bucket(k); nested != nil {
-				walkBucket(nested)
+				if err := walkBucket(nested, depth+1, k, sums); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if data {
+			if _, err := checkValue(k, v); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
 }

@@ -269,7 +269,7 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 			return nil, w.syncDir()
 		}
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s has no valid segment header", ErrCorrupt, path)
+		return nil, fmt.Errorf("%w: %s has no valid segment header; refusing to start (see \"A damaged data directory\" in docs/operations.md)", ErrCorrupt, path)
 	}
 	s := &segment{seq: seq, f: f, size: segHeaderLen}
 	w.mu.segs[seq] = s // apply looks segments up
