@@ -198,7 +198,11 @@ cmd_up() {
 	echo "  bin/kvctl --endpoints $(endpoints) cluster members"
 	echo "  export CAUSEWAY_ENDPOINTS=$(endpoints)"
 	echo "  bin/kvctl put greeting hello && bin/kvctl get greeting"
-	echo "Stop with: make cluster-down (logs in $DIR/nN.log)"
+	if [ -n "${CLUSTER_DIR:-}" ]; then
+		echo "Stop with: CLUSTER_DIR=$CLUSTER_DIR scripts/cluster.sh down (logs in $DIR/nN.log)"
+	else
+		echo "Stop with: make cluster-down (logs in $DIR/nN.log)"
+	fi
 }
 
 cmd_down() {

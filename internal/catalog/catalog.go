@@ -371,8 +371,23 @@ func (c *Catalog) propose(ctx context.Context, cmd *peerv1.CatalogCommand) error
 	return nil
 }
 
-// SetDraining marks a node draining (leader only).
+// SetDraining marks a node draining (leader only). Draining is refused
+// (ErrNoDrainTarget) while no other live node that is not draining could
+// take the node's replicas.
 func (c *Catalog) SetDraining(ctx context.Context, nodeID string, draining bool) (uint64, error) {
+	if st, _ := c.State(); draining && !st.Nodes[nodeID].Draining {
+		target := false
+		for id, n := range st.Nodes {
+			if _, removed := st.Removed[id]; id != nodeID && !n.Draining && !removed && c.isAlive(id) {
+				target = true
+				break
+			}
+		}
+		if !target {
+			m, _ := c.Map()
+			return m.Epoch, fmt.Errorf("%w: %s is the only live node of the site that is not draining; add a node first", ErrNoDrainTarget, nodeID)
+		}
+	}
 	err := c.propose(ctx, &peerv1.CatalogCommand{Op: &peerv1.CatalogCommand_Drain{Drain: &peerv1.DrainRequest{NodeId: nodeID, Draining: draining}}})
 	m, _ := c.Map()
 	return m.Epoch, err

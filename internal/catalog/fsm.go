@@ -43,6 +43,9 @@ var (
 	// ErrNodeHasReplicas: a node to remove is still assigned shard
 	// replicas by the placement map.
 	ErrNodeHasReplicas = errors.New("catalog: node still holds shard replicas")
+	// ErrNoDrainTarget: a node to drain is the only live node that could
+	// hold shard replicas; its replicas would have nowhere to go.
+	ErrNoDrainTarget = errors.New("catalog: no other live node can take the node's replicas")
 )
 
 // Node is a registered node of the site.

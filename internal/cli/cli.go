@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/causeway-db/causeway/client"
 )
@@ -70,6 +71,12 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	a := &app{env: env}
 	root := a.rootCommand()
+	if f := unknownLeadingFlag(root, args); f != "" {
+		// cobra would take the flag's next word as its value and then
+		// complain about the word after it ("unknown command").
+		fmt.Fprintf(env.Stderr, "kvctl: unknown flag: %s (see 'kvctl --help')\n", f)
+		return ExitUsage
+	}
 	root.SetArgs(args)
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
@@ -87,6 +94,37 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	fmt.Fprintf(env.Stderr, "kvctl: %s\n", msg)
 	return code
+}
+
+// unknownLeadingFlag returns the first flag of args, before the command
+// name, that is not one of root's persistent flags ("" if none).
+func unknownLeadingFlag(root *cobra.Command, args []string) string {
+	flags := root.PersistentFlags()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return ""
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f *pflag.Flag
+		if strings.HasPrefix(a, "--") {
+			f = flags.Lookup(name)
+		} else if name != "" {
+			// -o json, -ojson, -o=json
+			hasValue = hasValue || len(name) > 1
+			name = name[:1]
+			f = flags.ShorthandLookup(name)
+		}
+		switch {
+		case name == "help" || name == "h":
+			return ""
+		case f == nil:
+			return strings.SplitN(a, "=", 2)[0]
+		case !hasValue && f.NoOptDefVal == "":
+			i++ // the flag's value
+		}
+	}
+	return ""
 }
 
 const rootLong = `kvctl is the command-line client of Causeway, a geo-replicated key-value

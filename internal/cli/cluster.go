@@ -144,15 +144,28 @@ func (a *app) printStatus(rs []nodeResult[*adminv1.StatusResponse]) error {
 	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ENDPOINT\tNODE\tSITE\tVERSION\tUPTIME\tSTORAGE\tKEYSPACES")
 	shards := 0
+	var failed []string
 	for _, r := range rs {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%s\terror: %s\n", r.endpoint, errorMessage(r.err))
+			// A row of its own width would break the table's columns:
+			// the error is printed below it.
+			fmt.Fprintf(tw, "%s\t(error)\t-\t-\t-\t-\t-\n", r.endpoint)
+			failed = append(failed, fmt.Sprintf("%s: error: %s", r.endpoint, errorMessage(r.err)))
 			continue
 		}
 		st := r.val
 		shards += len(st.GetShards())
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.endpoint, dash(st.GetNodeId()), dash(st.GetSite()), dash(st.GetVersion()),
 			humanUptime(st.GetUptimeSeconds()), humanBytes(st.GetStorageBytes()), dash(strings.Join(st.GetKeyspaces(), ",")))
+	}
+	if len(failed) > 0 {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(a.env.Stdout)
+		for _, f := range failed {
+			fmt.Fprintln(a.env.Stdout, f)
+		}
 	}
 	if shards > 0 {
 		fmt.Fprintln(tw)

@@ -287,13 +287,19 @@ func TestClusterStatusAndSnapshot(t *testing.T) {
 		t.Fatalf("cluster status -o json: %v\n%s", err, r.stdout)
 	}
 
-	// One endpoint down: the table still shows the live one; exit 4.
+	// One endpoint down: the table still shows the live one, aligned, and
+	// the error below it; exit 4.
 	dead := clienttest.DeadAddr(t)
-	r = kvctl(t, "", nil, "--endpoints", f.Addr()+","+dead, "--timeout", "2s", "cluster", "status")
-	if r.code != ExitUnavailable || !strings.Contains(r.stdout, clienttest.NodeID) || !strings.Contains(r.stdout, dead+"  error:") {
+	r = kvctl(t, "", nil, "--endpoints", f.Addr()+","+dead+","+f.Addr(), "--timeout", "2s", "cluster", "status")
+	if r.code != ExitUnavailable || !strings.Contains(r.stdout, clienttest.NodeID) || !strings.Contains(r.stdout, "\n"+dead+": error:") {
 		t.Fatalf("partial status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	checkErrLine(t, r, "1 of 2 endpoints failed")
+	lines := strings.Split(r.stdout, "\n")
+	if len(lines) < 4 || strings.Index(lines[1], clienttest.NodeID) != strings.Index(lines[3], clienttest.NodeID) ||
+		strings.Index(lines[2], "(error)") != strings.Index(lines[1], clienttest.NodeID) {
+		t.Fatalf("partial status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	checkErrLine(t, r, "1 of 3 endpoints failed")
 
 	if got := mustOK(t, run("", "admin", "snapshot")).stdout; !strings.Contains(got, f.Addr()) || !strings.Contains(got, "  2\n") {
 		t.Fatalf("admin snapshot (all keyspaces) = %q", got)

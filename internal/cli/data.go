@@ -357,6 +357,9 @@ else from stdin.`,
 				if len(args) > 1 || file != "" {
 					return usageErrorf("--delete takes no VALUE or --file")
 				}
+				if expectAbsent {
+					return usageErrorf("--delete with --expect-absent deletes nothing: a delete expects the version it removes (--expect-version)")
+				}
 			} else {
 				var err error
 				if value, err = a.readValue(args, 1, file); err != nil {

@@ -80,6 +80,7 @@ var codeTable = []struct {
 	{catalog.ErrNodeRemoved, codes.NotFound},
 	{catalog.ErrNodeNotDown, codes.FailedPrecondition},
 	{catalog.ErrNodeHasReplicas, codes.FailedPrecondition},
+	{catalog.ErrNoDrainTarget, codes.FailedPrecondition},
 	{catalog.ErrCatalogVoter, codes.FailedPrecondition},
 	{ErrUnknownNode, codes.NotFound},
 	{ErrNotLeader, codes.Unavailable},

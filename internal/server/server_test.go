@@ -867,3 +867,29 @@ func TestRefusesDataDirInUse(t *testing.T) {
 		t.Fatalf("after a restart: %v", g)
 	}
 }
+
+// TestDrainOfTheOnlyNodeIsRefused: a node that is the only live node of
+// its site cannot be drained (its replicas would have nowhere to go, and
+// `kvctl node drain --wait` would wait for ever): FailedPrecondition,
+// and the node is not marked draining.
+func TestDrainOfTheOnlyNodeIsRefused(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	n := start(t, cfg)
+	_, err := n.admin.Drain(ctx(t), &adminv1.DrainRequest{NodeId: cfg.NodeID})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "only live node") {
+		t.Fatalf("drain of the only node: %v; want FailedPrecondition", err)
+	}
+	m, err := n.admin.Members(ctx(t), &adminv1.MembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mem := range m.GetMembers() {
+		if mem.GetDraining() {
+			t.Fatalf("%s is draining after a refused drain", mem.GetNodeId())
+		}
+	}
+	// Undoing a drain that never began is harmless.
+	if _, err := n.admin.Drain(ctx(t), &adminv1.DrainRequest{NodeId: cfg.NodeID, Undo: true}); err != nil {
+		t.Fatalf("undo: %v", err)
+	}
+}
