@@ -56,6 +56,7 @@ BITES=(
   "cas-turn|./internal/server|^TestCASTurnSpendsOneEntry\$"
   "state-checksum|./internal/storage|^TestChangedValueByteIsRefusedAtOpen\$"
   "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
+  "state-checksum|./internal/storage|^TestChangedOutboundEntryIsDamage\$"
 )
 
 want=("$@")

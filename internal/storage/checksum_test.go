@@ -211,3 +211,97 @@ func BenchmarkValueSum(b *testing.B) {
 		}
 	}
 }
+
+// TestChangedOutboundEntryIsDamage: the outbound log's entries (writes
+// waiting to be shipped to the other sites of the chain) carry checksums
+// too: a changed byte is ErrDamaged when the entry is read (and the
+// database is marked damaged), and ErrCorrupt when the file opens, never
+// a changed write shipped to every other site. A snapshot carries the
+// entries without their checksums and a restore adds them.
+func TestChangedOutboundEntryIsDamage(t *testing.T) {
+	cfg := derivedConfig(t)
+	db := openDB(t, cfg)
+	if err := db.ApplyShard(testShard, func(s *ShardTx) error {
+		for seq := uint64(1); seq <= 3; seq++ {
+			if err := s.AppendOutbound("s1", seq, fmt.Appendf(nil, "update-%d", seq)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(db *DB) ([]OutboundEntry, error) {
+		var out []OutboundEntry
+		err := db.ViewShard(testShard, func(s *ShardTx) error {
+			es, _, _, err := s.ReadOutbound("s1", 1, 10, 1<<20)
+			for _, e := range es {
+				out = append(out, OutboundEntry{Seq: e.Seq, Update: bytes.Clone(e.Update)})
+			}
+			return err
+		})
+		return out, err
+	}
+	es, err := read(db)
+	if err != nil || len(es) != 3 || string(es[1].Update) != "update-2" {
+		t.Fatalf("outbound log: %v, %v", es, err)
+	}
+	var snap bytes.Buffer
+	tx, err := db.BeginRead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tx.WriteShardSnapshot(testShard, &snap)
+	_ = tx.Rollback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := openDB(t, derivedConfig(t))
+	if err := restored.Update(func(tx *Tx) error { return tx.RestoreShard(testShard, bytes.NewReader(snap.Bytes())) }); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := read(restored); err != nil || len(es) != 3 || string(es[2].Update) != "update-3" {
+		t.Fatalf("restored outbound log: %v, %v", es, err)
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(raw, []byte("update-2"))
+	if at < 0 {
+		t.Fatal("the entry is not in the file")
+	}
+	raw[at+len("update-")] = '7'
+	if err := os.WriteFile(cfg.Path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if db2, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			es, rerr := read(db2)
+			_ = db2.Close()
+			t.Fatalf("Open accepted a changed outbound entry; the log reads %v, %v", es, rerr)
+		}
+		t.Fatalf("Open: %v, want ErrCorrupt", err)
+	}
+
+	// Changed while the database is open: the read fails.
+	if err := restored.bolt.Update(func(tx *bolt.Tx) error {
+		out := tx.Bucket(testShard.bucket()).Bucket(bucketOutbound)
+		k, v := out.Cursor().First()
+		bad := bytes.Clone(v)
+		bad[0] ^= 0x01
+		return out.Put(bytes.Clone(k), bad)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := read(restored); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("read of a changed entry: %v, %v; want ErrDamaged", es, err)
+	}
+	if !errors.Is(restored.DamagedErr(), ErrDamaged) {
+		t.Fatalf("DamagedErr = %v", restored.DamagedErr())
+	}
+}

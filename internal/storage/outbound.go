@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // Chain is a shard's chain of sites (its keyspace's site list, in order)
@@ -129,7 +131,7 @@ func (s *ShardTx) AppendOutbound(origin string, seq uint64, update []byte) error
 		return fmt.Errorf("%w: outbound entry without origin or sequence", ErrBadEncoding)
 	}
 	k := outKey(origin, seq)
-	if err := s.out.Put(k, update); err != nil {
+	if err := s.out.Put(k, sealOutbound(k, update)); err != nil {
 		return err
 	}
 	return s.addOutBytes(origin, int64(len(k)+len(update)))
@@ -146,7 +148,7 @@ func (s *ShardTx) trimOrigin(origin string, keep func(seq, size uint64) bool) (i
 		if keep(binary.BigEndian.Uint64(k[len(prefix):]), size-uint64(freed)) {
 			break
 		}
-		freed += int64(len(k) + len(v))
+		freed += int64(len(k) + len(v) - sumLen)
 		var err error
 		if k, v, err = deleteAt(c, k); err != nil {
 			return n, err
@@ -224,11 +226,41 @@ func (s *ShardTx) ReadOutbound(origin string, from uint64, maxEntries, maxBytes 
 	}
 	size := 0
 	for k, v := c.Seek(outKey(origin, max(from, first))); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
-		if len(entries) >= maxEntries || (len(entries) > 0 && size+len(v) > maxBytes) {
+		if len(entries) >= maxEntries || (len(entries) > 0 && size+len(v)-sumLen > maxBytes) {
 			break
 		}
-		entries = append(entries, OutboundEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Update: v})
-		size += len(v)
+		update, err := openOutbound(k, v)
+		if err != nil {
+			return nil, 0, 0, s.db.noteDamage(err)
+		}
+		entries = append(entries, OutboundEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Update: update})
+		size += len(update)
 	}
 	return entries, first, last, nil
+}
+
+// sealOutbound returns an outbound entry as it is stored under key k:
+// update followed by a CRC-32C of k and update (checked by openOutbound,
+// and when the file opens): a changed byte would otherwise be shipped to
+// every other site as if it had been written.
+func sealOutbound(k, update []byte) []byte {
+	out := make([]byte, len(update), len(update)+sumLen)
+	copy(out, update)
+	return binary.BigEndian.AppendUint32(out, valueSum(k, update))
+}
+
+// openOutbound verifies the outbound entry v stored under key k and
+// returns its update.
+func openOutbound(k, v []byte) ([]byte, error) {
+	if len(v) < sumLen {
+		if guards.Off(guards.StateChecksum) {
+			return v, nil
+		}
+		return nil, fmt.Errorf("%w: the outbound entry under key %x has no checksum", ErrDamaged, k)
+	}
+	update := v[: len(v)-sumLen : len(v)-sumLen]
+	if got, want := valueSum(k, update), binary.BigEndian.Uint32(v[len(update):]); got != want && !guards.Off(guards.StateChecksum) {
+		return nil, fmt.Errorf("%w: the outbound entry under key %x fails its checksum (%08x, stored %08x)", ErrDamaged, k, got, want)
+	}
+	return update, nil
 }

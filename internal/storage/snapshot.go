@@ -27,6 +27,7 @@ const (
 	snapFormat  = 2
 	tagData     = 1
 	tagRequests = 3
+	tagOutbound = 4
 	tagEnd      = 0
 	maxSnapKV   = 64 << 20
 )
@@ -62,6 +63,13 @@ func (tx *Tx) WriteShardSnapshot(id ShardID, w io.Writer) error {
 					return tx.db.noteDamage(err)
 				}
 				v = storedValue(v)
+			}
+			if tag == tagOutbound {
+				u, err := openOutbound(k, v)
+				if err != nil {
+					return tx.db.noteDamage(err)
+				}
+				v = u
 			}
 			_ = bw.WriteByte(byte(tag))
 			_, _ = bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(k)))])
@@ -136,10 +144,13 @@ func (tx *Tx) RestoreShard(id ShardID, r io.Reader) error {
 			}
 			k, v = append(v[:8:8], k...), v[8:]
 		}
-		if tag == tagData {
+		switch tag {
+		case tagData:
 			if v, err = sealValue(k, v); err != nil {
 				return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 			}
+		case tagOutbound:
+			v = sealOutbound(k, v)
 		}
 		if err := dst[tag].Put(k, v); err != nil {
 			return err

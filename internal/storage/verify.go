@@ -59,10 +59,12 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 }
 
 // walkBucket visits every key of bk, at depth depth and named name, and of
-// the buckets nested in it, and checks the versions of a shard's data
-// bucket (a bucket named data inside a top-level one) if sums is set.
+// the buckets nested in it, and, if sums is set, checks the versions of a
+// shard's data bucket (a bucket named data inside a top-level one) and
+// the entries of its outbound log.
 func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
 	data := sums && depth == 1 && bytes.Equal(name, bucketData)
+	out := sums && depth == 1 && bytes.Equal(name, bucketOutbound)
 	c := bk.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil {
@@ -73,10 +75,15 @@ func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
 			}
 			continue
 		}
-		if data {
-			if _, err := checkValue(k, v); err != nil {
-				return err
-			}
+		var err error
+		switch {
+		case data:
+			_, err = checkValue(k, v)
+		case out:
+			_, err = openOutbound(k, v)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
