@@ -77,7 +77,7 @@ func (c *Client) SetKeyspaceSites(ctx context.Context, name string, sites []stri
 	o := c.options(opts)
 	var resp *adminv1.KeyspaceResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		resp, err = c.geo[ep].SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: name, Sites: sites})
+		resp, err = c.geo[ep].SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: name, Sites: sites, Force: o.force})
 		return err
 	})
 	if err != nil {

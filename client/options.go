@@ -40,6 +40,7 @@ type callOptions struct {
 	durability  Durability
 	minSites    uint32
 	endpoint    string
+	force       bool
 }
 
 // WithKeyspace makes the call use keyspace ks instead of Config.Keyspace.
@@ -110,4 +111,12 @@ func (o callOptions) protoDurability() kvv1.Durability {
 		return kvv1.Durability_DURABILITY_ALL
 	}
 	return kvv1.Durability(o.durability) // the server rejects unknown values
+}
+
+// WithForce lets SetKeyspaceSites remove sites that the answering node
+// cannot reach. Writes such a site acknowledged and has not shipped stay
+// on it, and reach the keyspace's other sites only if it is added back
+// (docs/operations.md, "Removing a site from a keyspace").
+func WithForce() Option {
+	return func(o *callOptions) { o.force = true }
 }

@@ -57,6 +57,7 @@ BITES=(
   "state-checksum|./internal/storage|^TestChangedValueByteIsRefusedAtOpen\$"
   "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
   "state-checksum|./internal/storage|^TestChangedOutboundEntryIsDamage\$"
+  "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
 )
 
 want=("$@")

@@ -41,6 +41,7 @@ type Server struct {
 		applied   map[string]*kvv1.Version          // request id -> outcome
 		hlc       uint64
 		fail      []codes.Code
+		failData  []codes.Code
 		lose      int
 		block     bool
 		calls     int
@@ -113,6 +114,15 @@ func (s *Server) FailNext(cs ...codes.Code) {
 	s.mu.fail = append(s.mu.fail, cs...)
 }
 
+// FailNextData is FailNext for data calls only (those with a request
+// header): admin calls, such as a route-table refresh still in flight from
+// an earlier client, leave them for the data call they are meant for.
+func (s *Server) FailNextData(cs ...codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.failData = append(s.mu.failData, cs...)
+}
+
 // LoseReplies makes the next n applied mutations answer Unavailable, as if
 // their replies were lost.
 func (s *Server) LoseReplies(n int) {
@@ -182,6 +192,11 @@ func (s *Server) enterLocked(ctx context.Context, h *kvv1.RequestHeader) error {
 	if len(s.mu.fail) > 0 {
 		c := s.mu.fail[0]
 		s.mu.fail = s.mu.fail[1:]
+		return status.Errorf(c, "injected %v", c)
+	}
+	if h != nil && len(s.mu.failData) > 0 {
+		c := s.mu.failData[0]
+		s.mu.failData = s.mu.failData[1:]
 		return status.Errorf(c, "injected %v", c)
 	}
 	if h != nil {

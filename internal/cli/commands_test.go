@@ -124,12 +124,12 @@ func TestServerErrorsExitCodes(t *testing.T) {
 		t.Fatalf("unknown keyspace: exit %d (%q)", r.code, r.stderr)
 	}
 	checkErrLine(t, r, `unknown keyspace "nope" (NotFound)`)
-	f.FailNext(codes.Internal)
+	f.FailNextData(codes.Internal)
 	if r := run("", "get", "k"); r.code != ExitError {
 		t.Fatalf("Internal: exit %d", r.code)
 	}
 	// Retryable failures are retried.
-	f.FailNext(codes.Unavailable, codes.Unavailable)
+	f.FailNextData(codes.Unavailable, codes.Unavailable)
 	if r := run("", "get", "k"); r.code != ExitNotFound {
 		t.Fatalf("after 2 Unavailable: exit %d (%q)", r.code, r.stderr)
 	}

@@ -212,12 +212,17 @@ func (a *app) keyspaceShowCommand() *cobra.Command {
 
 func (a *app) keyspaceSetSitesCommand() *cobra.Command {
 	var sites string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "set-sites NAME --sites S1,S2,...",
 		Short: "Change the sites that hold a keyspace",
 		Long: `Change the sites that hold a keyspace and their chain order. A site added
 creates the keyspace's shards and receives its data from the others; a site
-removed stops serving it. The default keyspace lives on every site.`,
+removed stops serving it. The default keyspace lives on every site.
+
+Removing a site that the answering node cannot reach is refused unless
+--force is given: writes that site acknowledged and has not shipped stay on
+it, and reach the keyspace's other sites only if it is added back.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := siteList(sites)
@@ -225,7 +230,11 @@ removed stops serving it. The default keyspace lives on every site.`,
 				return err
 			}
 			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
-				ks, err := c.SetKeyspaceSites(ctx, args[0], list)
+				var opts []client.Option
+				if force {
+					opts = append(opts, client.WithForce())
+				}
+				ks, err := c.SetKeyspaceSites(ctx, args[0], list, opts...)
 				if err != nil {
 					return err
 				}
@@ -234,5 +243,6 @@ removed stops serving it. The default keyspace lives on every site.`,
 		},
 	}
 	cmd.Flags().StringVar(&sites, "sites", "", "comma-separated sites that hold the keyspace, in chain order (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "remove sites the answering node cannot reach (their unshipped writes stay on them)")
 	return cmd
 }

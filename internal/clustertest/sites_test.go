@@ -181,3 +181,52 @@ func TestCutOffSiteKeepsItsConfiguration(t *testing.T) {
 	s.Heal()
 	s.WaitConfig(60*time.Second, hasKeyspace("carts", "s1", "s2"))
 }
+
+// TestRemovingAnUnreachableSiteNeedsForce: a site that the answering node
+// cannot reach is not removed from a keyspace without force: writes it
+// acknowledged and has not shipped would stay on it, reaching the
+// keyspace's other sites only if it were added back. A reachable site is
+// removed as before; with force, so is the unreachable one.
+func TestRemovingAnUnreachableSiteNeedsForce(t *testing.T) {
+	s := NewSites(t, SitesOptions{Sites: []string{"s1", "s2", "s3"}, NodesPerSite: 1, Shards: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	g1 := geoClient(t, s.Site("s1").Nodes[0])
+	for _, ks := range []string{"eu", "na"} {
+		if _, err := g1.CreateKeyspace(ctx, &adminv1.CreateKeyspaceRequest{Name: ks, Shards: 2, Sites: []string{"s1", "s2", "s3"}}); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitConfig(30*time.Second, hasKeyspace(ks, "s1", "s2", "s3"))
+	}
+	// Reachable: removed without force (once s1 has heard from s2).
+	poll.Until(t, 60*time.Second, "s2 to be removed from na", func() error {
+		_, err := g1.SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: "na", Sites: []string{"s1", "s3"}})
+		return err
+	})
+
+	s.Cut("s3")
+	poll.Until(t, 60*time.Second, "s1 to find s3 unreachable", func() error {
+		resp, err := g1.Sites(ctx, &adminv1.SitesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, site := range resp.GetSites() {
+			if site.GetName() == "s3" && site.GetState() != "unreachable" {
+				return fmt.Errorf("s3 is %s", site.GetState())
+			}
+		}
+		return nil
+	})
+	_, err := g1.SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: "eu", Sites: []string{"s1", "s2"}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "site s3 is unreachable") {
+		t.Fatalf("set-sites without the unreachable s3: %v; want FailedPrecondition", err)
+	}
+	if cfg, _ := s.Site("s1").Nodes[0].Srv.Cluster().Config(); hasKeyspace("eu", "s1", "s2", "s3")(cfg) != nil {
+		t.Fatalf("a refused removal changed the keyspace: %+v", cfg.Keyspaces["eu"])
+	}
+	if _, err := g1.SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: "eu", Sites: []string{"s1", "s2"}, Force: true}); err != nil {
+		t.Fatalf("forced removal: %v", err)
+	}
+	s.Heal()
+	s.WaitConfig(60*time.Second, hasKeyspace("eu", "s1", "s2"))
+}

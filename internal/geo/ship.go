@@ -501,12 +501,16 @@ func (s *Service) pingOK(site string) time.Time {
 }
 
 // RTT returns the last measured round trip to site and whether the last
-// ping reached it.
+// ping reached it, within the last three ping rounds.
 func (s *Service) RTT(site string) (time.Duration, bool) {
 	s.pingMu.Lock()
 	defer s.pingMu.Unlock()
 	p := s.pings[site]
-	return p.rtt, p.ok
+	// A ping that hangs (the site cut off) leaves ok as the last answer
+	// had it until the call times out: an answer older than three ping
+	// rounds does not count.
+	fresh := time.Since(p.lastOK) <= 3*s.cfg.PingEvery
+	return p.rtt, p.ok && fresh
 }
 
 // lagOf sums, over the streams this node ships, what site has not applied

@@ -177,6 +177,11 @@ const (
 	// docs/adr/021); off, a byte of a stored value that the disk changed is
 	// served as if it had been written.
 	StateChecksum
+	// RemoveSiteCheck refuses to remove a site that the answering node
+	// cannot reach from a keyspace without force (rpc.Geo.SetKeyspaceSites):
+	// writes it acknowledged and has not shipped would stay on it; off,
+	// the removal goes through.
+	RemoveSiteCheck
 )
 
 var names = map[Guard]string{
@@ -213,6 +218,7 @@ var names = map[Guard]string{
 	NodeRemoveCheck:      "node-remove-check",
 	CASTurn:              "cas-turn",
 	StateChecksum:        "state-checksum",
+	RemoveSiteCheck:      "remove-site-check",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -225,7 +231,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

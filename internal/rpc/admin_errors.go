@@ -32,6 +32,9 @@ var (
 	ErrNoClusterConfig = errors.New("admin: this node has no cluster configuration")
 	// ErrNoKeyspace: the cluster configuration has no such keyspace.
 	ErrNoKeyspace = errors.New("admin: keyspace does not exist")
+	// ErrSiteUnreachable: a keyspace change would remove a site that this
+	// node cannot reach (Geo.SetKeyspaceSites without force).
+	ErrSiteUnreachable = errors.New("admin: a site to remove from the keyspace is unreachable")
 	// ErrNoDebugFaults: the debug partition commands need a node started
 	// with --debug-faults.
 	ErrNoDebugFaults = errors.New("admin: start kvd with --debug-faults (test and demo only)")
@@ -54,6 +57,7 @@ var adminCodeTable = []struct {
 	{ErrNoClusterConfig, codes.FailedPrecondition},
 	{ErrNoKeyspace, codes.NotFound},
 	{ErrNoDebugFaults, codes.FailedPrecondition},
+	{ErrSiteUnreachable, codes.FailedPrecondition},
 	{catalog.ErrUnknownShard, codes.NotFound},
 	{catalog.ErrNotReplica, codes.FailedPrecondition},
 	{catalog.ErrNodeDown, codes.FailedPrecondition},

@@ -2,12 +2,14 @@ package rpc
 
 import (
 	"fmt"
+	"slices"
 
 	"context"
 	"sort"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // ClusterConfig is the cluster-wide configuration as the Geo service
@@ -99,11 +101,42 @@ func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSite
 	if g.deps.Cluster == nil {
 		return nil, adminStatus(ErrNoClusterConfig)
 	}
+	if !req.Force && !guards.Off(guards.RemoveSiteCheck) {
+		if err := g.checkRemovedSitesReachable(req.Name, req.Sites); err != nil {
+			return nil, adminStatus(err)
+		}
+	}
 	cfg, err := g.deps.Cluster.SetKeyspaceSites(ctx, req.Name, req.Sites)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return keyspaceResponse(cfg, req.Name)
+}
+
+// checkRemovedSitesReachable refuses a change of keyspace name's sites to
+// sites that removes a site this node cannot reach: such a site may hold
+// writes it acknowledged and has not shipped, and once it is no longer a
+// site of the keyspace it ships them nowhere (they reach the others only
+// if it is added back).
+func (g *Geo) checkRemovedSitesReachable(name string, sites []string) error {
+	cfg, _ := g.deps.Cluster.Config()
+	ks, ok := cfg.Keyspace(name)
+	if !ok {
+		return nil // the configuration answers
+	}
+	for _, site := range ks.Sites {
+		if site == g.deps.Site || slices.Contains(sites, site) {
+			continue
+		}
+		state := "unknown"
+		if g.deps.Chain != nil {
+			state = g.deps.Chain.Lag(site).State
+		}
+		if state == "unreachable" || state == "unknown" {
+			return fmt.Errorf("%w: site %s is %s from here: writes it acknowledged and has not shipped would stay on it, reaching the keyspace's other sites only if it is added back; heal the partition first, or force the removal (kvctl keyspace set-sites --force)", ErrSiteUnreachable, site, state)
+		}
+	}
+	return nil
 }
 
 func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {

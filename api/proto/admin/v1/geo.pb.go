@@ -602,9 +602,13 @@ func (x *GetKeyspaceRequest) GetName() string {
 }
 
 type SetKeyspaceSitesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Sites         []string               `protobuf:"bytes,2,rep,name=sites,proto3" json:"sites,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Sites []string               `protobuf:"bytes,2,rep,name=sites,proto3" json:"sites,omitempty"`
+	// Remove sites that this node cannot reach. Without it such a removal
+	// is refused (FAILED_PRECONDITION): writes a site acknowledged and has
+	// not shipped stay on it, and reach the others only if it is added back.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +655,13 @@ func (x *SetKeyspaceSitesRequest) GetSites() []string {
 		return x.Sites
 	}
 	return nil
+}
+
+func (x *SetKeyspaceSitesRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RepairRequest struct {
@@ -1030,10 +1041,11 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"\tkeyspaces\x18\x01 \x03(\v2\x1b.causeway.admin.v1.KeyspaceR\tkeyspaces\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x04R\rconfigVersion\"(\n" +
 	"\x12GetKeyspaceRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"Y\n" +
 	"\x17SetKeyspaceSitesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05sites\x18\x02 \x03(\tR\x05sites\"^\n" +
+	"\x05sites\x18\x02 \x03(\tR\x05sites\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"^\n" +
 	"\rRepairRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x1b\n" +
 	"\thas_shard\x18\x02 \x01(\bR\bhasShard\x12\x14\n" +
