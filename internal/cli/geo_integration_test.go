@@ -116,6 +116,15 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 	if r := run("cluster", "repair", "--shard", "1"); r.code != ExitUsage {
 		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
 	}
+	// A site that cannot be reached: the pairs fail, and the exit code
+	// says so.
+	s.Cut("s2")
+	r = run("--timeout", "60s", "cluster", "repair")
+	if r.code != ExitUnavailable || !strings.Contains(r.stdout, "-> s2: failed:") || !strings.Contains(r.stdout, "2 failed") ||
+		!strings.Contains(r.stderr, "2 shard-site pairs could not be repaired") {
+		t.Fatalf("cluster repair with s2 cut off: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	s.Heal()
 }
 
 // TestIntegrationSessionFileMovesSites: kvctl's session file carries the

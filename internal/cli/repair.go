@@ -26,7 +26,9 @@ never undoes a newer write. Anti-entropy also runs on its own (every five
 minutes per shard, and when a site needs updates its chain no longer holds);
 this command is for after an incident. Give every node of the site as
 --endpoints to cover every shard; shards a node does not lead are skipped
-with a note. One line is printed per shard and site. Without --timeout the\nrepair may run for up to an hour.`,
+with a note. One line is printed per shard and site, then a total. Exits
+with code 4 if a shard-site pair could not be repaired (a site out of
+reach) or no endpoint leads its shard. Without --timeout the\nrepair may run for up to an hour.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ro := client.RepairOptions{Keyspace: keyspace}
@@ -48,16 +50,35 @@ with a note. One line is printed per shard and site. Without --timeout the\nrepa
 			}
 			return a.withClientDeadline(cmd, false, d, func(ctx context.Context, c *client.Client) error {
 				var sent uint64
-				var failed, done int
+				var done int
+				// Every shard-site pair: repaired by some endpoint, failed,
+				// or only skipped by endpoints that do not lead the shard.
+				type pair struct {
+					ks    string
+					shard uint32
+					site  string
+				}
+				const (
+					pairNotLed = iota + 1
+					pairFailed
+					pairDone
+				)
+				pairs := map[pair]int{}
 				for _, ep := range c.Endpoints() {
 					err := c.Repair(ctx, ro, func(p *adminv1.RepairProgress) {
+						k := pair{p.Keyspace, p.Shard, p.Site}
 						if p.Error != "" {
-							failed++
+							what, st := "failed", pairFailed
+							if p.NotLeader {
+								what, st = "skipped", pairNotLed
+							}
+							pairs[k] = max(pairs[k], st)
 							if !a.json() {
-								fmt.Fprintf(a.env.Stdout, "[%d/%d] %s/%d -> %s: skipped: %s\n", p.Done, p.Total, p.Keyspace, p.Shard, p.Site, p.Error)
+								fmt.Fprintf(a.env.Stdout, "[%d/%d] %s/%d -> %s: %s: %s\n", p.Done, p.Total, p.Keyspace, p.Shard, p.Site, what, p.Error)
 							}
 							return
 						}
+						pairs[k] = pairDone
 						done++
 						sent += p.KeysSent
 						if a.json() {
@@ -71,8 +92,23 @@ with a note. One line is printed per shard and site. Without --timeout the\nrepa
 						return fmt.Errorf("%s: %w", ep, err)
 					}
 				}
+				var failed, notLed int
+				for _, st := range pairs {
+					switch st {
+					case pairFailed:
+						failed++
+					case pairNotLed:
+						notLed++
+					}
+				}
 				if !a.json() {
-					fmt.Fprintf(a.env.Stdout, "repaired %d shard-site pairs, %d keys sent; %d skipped\n", done, sent, failed)
+					fmt.Fprintf(a.env.Stdout, "repaired %d shard-site pairs, %d keys sent; %d failed, %d not led by any endpoint\n", done, sent, failed, notLed)
+				}
+				switch {
+				case failed > 0:
+					return withCode(ExitUnavailable, fmt.Errorf("%d shard-site pairs could not be repaired (see above); run the repair again once the sites are reachable", failed))
+				case notLed > 0:
+					return withCode(ExitUnavailable, fmt.Errorf("%d shard-site pairs were not repaired: no endpoint leads their shard; give every node of the site as --endpoints", notLed))
 				}
 				return nil
 			})

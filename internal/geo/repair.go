@@ -284,7 +284,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 		case err != nil:
 			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: err.Error()}
 		case g == nil:
-			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site"}
+			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site", NotLeader: true}
 		default:
 			p, err = s.repairShard(ctx, g, j.sh, j.site, repairAll)
 			if err != nil {

@@ -738,7 +738,10 @@ type RepairProgress struct {
 	Done  uint32 `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
 	Total uint32 `protobuf:"varint,8,opt,name=total,proto3" json:"total,omitempty"`
 	// Set when this shard could not be repaired now.
-	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// Set with error when the serving node does not lead the shard: another
+	// node of the site repairs it.
+	NotLeader     bool `protobuf:"varint,10,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +837,13 @@ func (x *RepairProgress) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RepairProgress) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
 }
 
 type DebugPartitionRequest struct {
@@ -1049,7 +1059,7 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"\rRepairRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x1b\n" +
 	"\thas_shard\x18\x02 \x01(\bR\bhasShard\x12\x14\n" +
-	"\x05shard\x18\x03 \x01(\rR\x05shard\"\x83\x02\n" +
+	"\x05shard\x18\x03 \x01(\rR\x05shard\"\xa2\x02\n" +
 	"\x0eRepairProgress\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x12\n" +
@@ -1059,7 +1069,10 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"\tkeys_sent\x18\x06 \x01(\x04R\bkeysSent\x12\x12\n" +
 	"\x04done\x18\a \x01(\rR\x04done\x12\x14\n" +
 	"\x05total\x18\b \x01(\rR\x05total\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"+\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\n" +
+	" \x01(\bR\tnotLeader\"+\n" +
 	"\x15DebugPartitionRequest\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\"E\n" +
 	"\x16DebugPartitionResponse\x12+\n" +
