@@ -118,6 +118,7 @@ func TestUsageErrors(t *testing.T) {
 		{"cas bad version", []string{"cas", "k", "v", "--expect-version", "1@s"}, `invalid version "1@s"`},
 		{"cas delete with value", []string{"cas", "k", "v", "--expect-absent", "--delete"}, "--delete takes no VALUE"},
 		{"cas delete expecting absence", []string{"cas", "k", "--expect-absent", "--delete"}, "--delete with --expect-absent deletes nothing"},
+		{"sites with an empty name", []string{"keyspace", "create", "ks", "--sites", "s1,"}, `--sites "s1," has an empty site name`},
 		{"unknown global flag before the command", []string{"--bogus", "get", "greeting"}, "unknown flag: --bogus"},
 		{"unknown global flag with a value", []string{"--bogus=1", "get", "greeting"}, "unknown flag: --bogus"},
 		{"unknown shorthand before the command", []string{"-ojson", "-x", "get", "k"}, "unknown flag: -x"},

@@ -133,14 +133,15 @@ func (a *app) printKeyspaces(one bool, kss ...*adminv1.Keyspace) error {
 
 // siteList parses --sites.
 func siteList(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, usageErrorf("--sites needs at least one site")
+	}
 	var out []string
 	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
+		if s = strings.TrimSpace(s); s == "" {
+			return nil, usageErrorf("--sites %q has an empty site name", v)
 		}
-	}
-	if len(out) == 0 {
-		return nil, usageErrorf("--sites needs at least one site")
+		out = append(out, s)
 	}
 	return out, nil
 }

@@ -133,7 +133,25 @@ func parseSites(s string) (a, b string, err error) {
 	case a == b:
 		return "", "", fmt.Errorf("site %s with itself: traffic inside a site is never delayed", a)
 	}
+	for _, site := range []string{a, b} {
+		if !validSiteName(site) {
+			return "", "", fmt.Errorf("%q is not a site name (1 to 63 lowercase letters, digits and '-'): it would match no site", site)
+		}
+	}
 	return a, b, nil
+}
+
+// validSiteName reports whether s can name a site (storage.ValidSiteName).
+func validSiteName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseDelay parses "DELAY[±JITTER]" (or "+-").

@@ -60,7 +60,7 @@ func TestParseWANErrors(t *testing.T) {
 		"s1-s2=-5ms", "s1-s2=50ms±", "s1-s2=50ms±-1ms", "s1-s2=50ms±x", "s1-s2=2h",
 		"s1=50ms", "s1-s1=5ms", "s1-s2-s3=5ms", "a/b/c=5ms", "-s2=5ms", "s1/=5ms",
 		"*-s2=5ms", "*=5ms,*=6ms", "s1-s2=5ms,s2/s1=6ms", "s1-s2=5ms=6ms", "s1-s2=5ms±1ms±2ms",
-		"s1-s2=50", "\x00=\xff", "±=±", "*=+-",
+		"s1-s2=50", "\x00=\xff", "±=±", "*=+-", "S1-S2=5ms", "s1-site_2=5ms",
 	} {
 		w, err := ParseWAN(spec)
 		if err == nil {
