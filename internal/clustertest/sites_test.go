@@ -230,3 +230,54 @@ func TestRemovingAnUnreachableSiteNeedsForce(t *testing.T) {
 	s.Heal()
 	s.WaitConfig(60*time.Second, hasKeyspace("eu", "s1", "s2"))
 }
+
+// TestLagCountsFromThePendingWrite: the replication lag a site reports
+// towards another is the age of what that site has not applied, not the
+// time since the last write it applied: after a quiet spell, one write
+// that cannot be shipped (its destination cut off) shows a lag no older
+// than that write.
+func TestLagCountsFromThePendingWrite(t *testing.T) {
+	s := NewSites(t, SitesOptions{Sites: []string{"s1", "s2"}, NodesPerSite: 1, Shards: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	n1 := s.Site("s1").Nodes[0]
+	if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: []byte("before"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	g1 := geoClient(t, n1)
+	lagOf := func() (float64, uint64) {
+		resp, err := g1.Sites(ctx, &adminv1.SitesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, site := range resp.GetSites() {
+			if site.GetName() == "s2" {
+				return site.GetLagSeconds(), site.GetLagEntries()
+			}
+		}
+		t.Fatal("s2 is not listed")
+		return 0, 0
+	}
+	poll.Until(t, 60*time.Second, "s2 to apply the first write", func() error {
+		if _, n := lagOf(); n != 0 {
+			return fmt.Errorf("%d entries behind", n)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // a quiet spell: nothing is written
+	s.Cut("s2")
+	written := time.Now()
+	if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: []byte("after"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "s1 to see s2 behind", func() error {
+		if _, n := lagOf(); n == 0 {
+			return fmt.Errorf("no entry behind")
+		}
+		return nil
+	})
+	if sec, _ := lagOf(); sec > time.Since(written).Seconds() {
+		t.Fatalf("lag %.2fs, but the only pending write is %.2fs old", sec, time.Since(written).Seconds())
+	}
+	s.Heal()
+}

@@ -152,11 +152,14 @@ type stream struct {
 	// shipper started or since a repair.
 	probed   map[string]bool
 	lastSent map[string]time.Time
-	changed  chan struct{} // closed when known changes
+	// behindSince: per chain site, when this node first saw it short of
+	// this site's writes (cleared once it caught up): the lag's age.
+	behindSince map[string]time.Time
+	changed     chan struct{} // closed when known changes
 }
 
 func newStream() *stream {
-	return &stream{mu: lockorder.Mutex{Rank: rankStream, Name: "geo stream"}, known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, changed: make(chan struct{})}
+	return &stream{mu: lockorder.Mutex{Rank: rankStream, Name: "geo stream"}, known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, behindSince: map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 // noteKnown merges progress reports (the reporter's own progress is

@@ -514,7 +514,11 @@ func (s *Service) RTT(site string) (time.Duration, bool) {
 }
 
 // lagOf sums, over the streams this node ships, what site has not applied
-// yet: entries, and the age (by HLC) of the oldest.
+// yet: entries, and the age of the oldest. The age is how long this node
+// has seen the site short of the stream's writes, and at most the time
+// since the site's last applied write was written (the oldest pending
+// write is newer than that one): on a quiet shard the latter alone would
+// count the quiet time before the pending write as lag.
 func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped bool) {
 	s.mu.Lock()
 	streams := make([]*stream, 0, len(s.shippers))
@@ -522,7 +526,7 @@ func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped b
 		streams = append(streams, s.streams[k])
 	}
 	s.mu.Unlock()
-	now := uint64(time.Now().UnixMilli())
+	now := time.Now()
 	for _, st := range streams {
 		if st == nil {
 			continue
@@ -533,15 +537,25 @@ func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped b
 		if st.links.skipped(site) {
 			skipped = true
 		}
+		behind := ok && known && there.Seq < self.Seq
+		since, seen := st.behindSince[site]
+		switch {
+		case !behind:
+			delete(st.behindSince, site)
+		case !seen:
+			since = now
+			st.behindSince[site] = now
+		}
 		st.mu.Unlock()
-		if !ok || !known || there.Seq >= self.Seq {
+		if !behind {
 			continue
 		}
 		entries += self.Seq - there.Seq
-		wall, _ := causal.SplitHLC(there.HLC)
-		if wall > 0 && now > wall {
-			seconds = max(seconds, float64(now-wall)/1000)
+		age := now.Sub(since)
+		if wall, _ := causal.SplitHLC(there.HLC); wall > 0 {
+			age = min(age, now.Sub(time.UnixMilli(int64(wall))))
 		}
+		seconds = max(seconds, age.Seconds())
 	}
 	return seconds, entries, skipped
 }
