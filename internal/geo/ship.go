@@ -527,6 +527,11 @@ func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped b
 	}
 	s.mu.Unlock()
 	now := time.Now()
+	// A stream skips a site until its next call to it succeeds, and a
+	// stream with nothing to ship makes none: a site a ping reached after
+	// the skip is shipped to again (links.target), so it is not reported
+	// skipped.
+	lastOK := s.pingOK(site)
 	for _, st := range streams {
 		if st == nil {
 			continue
@@ -534,7 +539,7 @@ func (s *Service) lagOf(site string) (seconds float64, entries uint64, skipped b
 		st.mu.Lock()
 		self, ok := st.known[s.cfg.Site]
 		there, known := st.known[site]
-		if st.links.skipped(site) {
+		if at, sk := st.links.skippedAt[site]; sk && !lastOK.After(at) {
 			skipped = true
 		}
 		behind := ok && known && there.Seq < self.Seq
