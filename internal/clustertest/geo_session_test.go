@@ -75,6 +75,14 @@ func TestSessionMovesBetweenSites(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "causal past") || !strings.Contains(err.Error(), "s1") {
 		t.Fatalf("read at s3 of a write s3 cannot have: %v; want UNAVAILABLE naming the session's site s1", err)
 	}
+	// A request whose deadline comes before the move wait ends learns why
+	// before its deadline, not only that the deadline passed.
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	_, err = fs.kv("s3").Get(sctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("move/cut")})
+	scancel()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "causal past") {
+		t.Fatalf("read at s3 with a deadline shorter than the move wait: %v; want UNAVAILABLE with the reason", err)
+	}
 	fs.Net.Heal()
 	for _, a := range fs.Order {
 		for _, b := range fs.Order {

@@ -100,7 +100,14 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	}
 	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, r.cfg.MoveWait)
+		// The wait ends a little before the request's own deadline, so
+		// that the caller learns why instead of seeing only its deadline.
+		wait := r.cfg.MoveWait
+		if d, ok := ctx.Deadline(); ok {
+			rem := time.Until(d)
+			wait = min(wait, rem-min(rem/10, 250*time.Millisecond))
+		}
+		wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 		var stamp uint64
 		var err error
 		what := "the versions it observed"
@@ -118,7 +125,7 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied %s within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, what, r.cfg.MoveWait, err, from)
+			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied %s within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, what, time.Since(start).Round(time.Millisecond), err, from)
 		}
 		r.metrics.moves.WithLabelValues("arrived").Inc()
 		r.metrics.moveWaitSec.Observe(time.Since(start).Seconds())
