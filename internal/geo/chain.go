@@ -92,12 +92,6 @@ func (l links) ok(site string) bool {
 	return skipped
 }
 
-// skipped reports whether site is skipped.
-func (l links) skipped(site string) bool {
-	_, ok := l.skippedAt[site]
-	return ok
-}
-
 // progressList encodes known progress for the wire, sorted by site.
 func progressList(known map[string]storage.Progress, order []string) []*peerv1.OriginProgress {
 	out := make([]*peerv1.OriginProgress, 0, len(known))
