@@ -77,7 +77,7 @@ func TestSessionMovesBetweenSites(t *testing.T) {
 	}
 	// A request whose deadline comes before the move wait ends learns why
 	// before its deadline, not only that the deadline passed.
-	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	sctx, scancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	_, err = fs.kv("s3").Get(sctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("move/cut")})
 	scancel()
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "causal past") {

@@ -100,12 +100,13 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	}
 	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
-		// The wait ends a little before the request's own deadline, so
+		// The wait ends before the request's own deadline (a third of
+		// what remains, at most a second, is left for the answer), so
 		// that the caller learns why instead of seeing only its deadline.
 		wait := r.cfg.MoveWait
 		if d, ok := ctx.Deadline(); ok {
 			rem := time.Until(d)
-			wait = min(wait, rem-min(rem/10, 250*time.Millisecond))
+			wait = min(wait, rem-min(rem/3, time.Second))
 		}
 		wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 		var stamp uint64
