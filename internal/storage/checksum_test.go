@@ -163,16 +163,7 @@ func TestSnapshotCarriesVersionsWithoutChecksums(t *testing.T) {
 		{Key: []byte("c"), Value: []byte("3"), Version: ver(7, "b"), Stamp: 9},
 	}
 	applyRecords(t, src, testShard, recs...)
-	var snap bytes.Buffer
-	tx, err := src.BeginRead()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = tx.WriteShardSnapshot(testShard, &snap)
-	_ = tx.Rollback()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := shardSnapshot(t, src)
 	for _, r := range recs {
 		k := encodeVersionKey(r.Key, r.Version)
 		if sealed := encodeValue(k, r.Value, r.Tombstone, r.Stamp); bytes.Contains(snap.Bytes(), sealed) || !bytes.Contains(snap.Bytes(), storedValue(sealed)) {
@@ -246,16 +237,7 @@ func TestChangedOutboundEntryIsDamage(t *testing.T) {
 	if err != nil || len(es) != 3 || string(es[1].Update) != "update-2" {
 		t.Fatalf("outbound log: %v, %v", es, err)
 	}
-	var snap bytes.Buffer
-	tx, err := db.BeginRead()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = tx.WriteShardSnapshot(testShard, &snap)
-	_ = tx.Rollback()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := shardSnapshot(t, db)
 	restored := openDB(t, derivedConfig(t))
 	if err := restored.Update(func(tx *Tx) error { return tx.RestoreShard(testShard, bytes.NewReader(snap.Bytes())) }); err != nil {
 		t.Fatal(err)
@@ -304,4 +286,19 @@ func TestChangedOutboundEntryIsDamage(t *testing.T) {
 	if !errors.Is(restored.DamagedErr(), ErrDamaged) {
 		t.Fatalf("DamagedErr = %v", restored.DamagedErr())
 	}
+}
+
+// shardSnapshot returns a snapshot of testShard in db.
+func shardSnapshot(t *testing.T, db *DB) *bytes.Buffer {
+	t.Helper()
+	tx, err := db.BeginRead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var snap bytes.Buffer
+	if err := tx.WriteShardSnapshot(testShard, &snap); err != nil {
+		t.Fatal(err)
+	}
+	return &snap
 }
