@@ -124,6 +124,13 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 		!strings.Contains(r.stderr, "2 shard-site pairs could not be repaired") {
 		t.Fatalf("cluster repair with s2 cut off: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A write that needs every site while one is cut off commits here and
+	// says so: not lost, not confirmed.
+	r = run("--timeout", "3s", "put", "--durability", "all", "cut", "v")
+	if r.code == ExitOK || !strings.Contains(r.stderr, "committed at site s1") || !strings.Contains(r.stderr, "not lost") {
+		t.Fatalf("put --durability all with s2 cut off: exit %d, stderr %q", r.code, r.stderr)
+	}
+	t.Logf("put --durability all with s2 cut off: exit %d: %s", r.code, r.stderr)
 	s.Heal()
 }
 

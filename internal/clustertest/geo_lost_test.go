@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -130,6 +132,36 @@ func TestGeoSitesDurabilitySurvivesOriginLoss(t *testing.T) {
 	fs.Order = []string{"s2", "s3"}
 	fs.waitKeys(t, keys, 30*time.Second)
 	fs.waitConverged(t, 30*time.Second)
+}
+
+// TestRetriedDurableWriteWaitsForTheSites: an ALL write whose sites did
+// not confirm it in time (s3 cut off) is retried with the same request id
+// once s3 is back. The retry finds the write committed by the first
+// attempt and waits for the sites like the first attempt did, rather than
+// failing at once (the deduplication record kept no outbound sequence
+// number to wait for).
+func TestRetriedDurableWriteWaitsForTheSites(t *testing.T) {
+	t.Parallel()
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1})
+	req := &kvv1.PutRequest{Key: []byte("retried"), Value: []byte("v"), Options: &kvv1.WriteOptions{
+		Durability: kvv1.Durability_DURABILITY_ALL,
+		RequestId:  &kvv1.RequestID{ClientId: "retrying-client", Seq: 1},
+	}}
+	fs.Net.PartitionSites("s1", "s3")
+	fs.Net.PartitionSites("s2", "s3")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := fs.kv("s1").Put(ctx, req)
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not lost") {
+		t.Fatalf("ALL write with s3 cut off: %v, want DeadlineExceeded saying the write is not lost", err)
+	}
+	fs.Net.Heal()
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := fs.kv("s1").Put(ctx, req); err != nil {
+		t.Fatalf("the retried ALL write after healing: %v", err)
+	}
+	fs.waitKeys(t, []string{"retried"}, 30*time.Second)
 }
 
 // TestGeoAntiEntropyAfterTrimmedLog: the outbound log is capped at a few

@@ -185,13 +185,28 @@ func applyReplicate(s *storage.ShardTx, r *peerv1.Replicate, st *state) (Result,
 	return res, nil
 }
 
-// Outcome of a deduplicated request: hlc (8 bytes BE) | existed (1 byte) | site.
+// Outcome of a deduplicated request: hlc (8 bytes BE) | flags (1 byte:
+// bit 0 existed, bit 1 an outbound sequence number follows) | [seq (8
+// bytes BE)] | site. Records of earlier releases hold flags 0 or 1 and no
+// sequence number. The sequence number lets a retried SITES(n) or ALL
+// write wait for the sites like its first attempt did.
+const (
+	outcomeExisted = 1 << 0
+	outcomeSeq     = 1 << 1
+)
+
 func encodeOutcome(r Result) []byte {
-	b := binary.BigEndian.AppendUint64(nil, r.Version.HLC)
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 17+len(r.Version.Site)), r.Version.HLC)
+	var flags byte
 	if r.Existed {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		flags |= outcomeExisted
+	}
+	if r.Seq != 0 {
+		flags |= outcomeSeq
+	}
+	b = append(b, flags)
+	if r.Seq != 0 {
+		b = binary.BigEndian.AppendUint64(b, r.Seq)
 	}
 	return append(b, r.Version.Site...)
 }
@@ -200,10 +215,17 @@ func decodeOutcome(b []byte) Result {
 	if len(b) < 9 {
 		return Result{}
 	}
-	return Result{
-		Version: causal.Version{HLC: binary.BigEndian.Uint64(b), Site: string(b[9:])},
-		Existed: b[8] == 1,
+	r := Result{Version: causal.Version{HLC: binary.BigEndian.Uint64(b)}, Existed: b[8]&outcomeExisted != 0}
+	rest := b[9:]
+	if b[8]&outcomeSeq != 0 {
+		if len(rest) < 8 {
+			return Result{}
+		}
+		r.Seq = binary.BigEndian.Uint64(rest)
+		rest = rest[8:]
 	}
+	r.Version.Site = string(rest)
+	return r
 }
 
 // stamp returns the stamp of versions of other sites applied now: above

@@ -80,12 +80,15 @@ func FuzzDecode(f *testing.F) {
 // FuzzOutcome: the deduplication record decoder never panics, and a
 // recorded outcome decodes to what was recorded.
 func FuzzOutcome(f *testing.F) {
-	f.Add([]byte(nil), uint64(0), false, "")
-	f.Add(encodeOutcome(Result{Version: causal.Version{HLC: 7, Site: "s1"}, Existed: true}), uint64(7), true, "s1")
-	f.Fuzz(func(t *testing.T, b []byte, hlc uint64, existed bool, site string) {
+	f.Add([]byte(nil), uint64(0), false, "", uint64(0))
+	f.Add(encodeOutcome(Result{Version: causal.Version{HLC: 7, Site: "s1"}, Existed: true}), uint64(7), true, "s1", uint64(0))
+	f.Add(encodeOutcome(Result{Version: causal.Version{HLC: 7, Site: "s1"}, Seq: 3}), uint64(7), false, "s1", uint64(3))
+	// A record of an earlier release: hlc, existed, site.
+	f.Add(append([]byte{0, 0, 0, 0, 0, 0, 0, 9, 1}, "s2"...), uint64(9), true, "s2", uint64(0))
+	f.Fuzz(func(t *testing.T, b []byte, hlc uint64, existed bool, site string, seq uint64) {
 		_ = decodeOutcome(b)
-		r := Result{Version: causal.Version{HLC: hlc, Site: site}, Existed: existed}
-		if got := decodeOutcome(encodeOutcome(r)); got.Version != r.Version || got.Existed != r.Existed {
+		r := Result{Version: causal.Version{HLC: hlc, Site: site}, Existed: existed, Seq: seq}
+		if got := decodeOutcome(encodeOutcome(r)); got.Version != r.Version || got.Existed != r.Existed || got.Seq != r.Seq {
 			t.Fatalf("round trip: %+v != %+v", got, r)
 		}
 	})

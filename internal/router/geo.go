@@ -100,15 +100,7 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	}
 	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
-		// The wait ends before the request's own deadline (a third of
-		// what remains, at most a second, is left for the answer), so
-		// that the caller learns why instead of seeing only its deadline.
-		wait := r.cfg.MoveWait
-		if d, ok := ctx.Deadline(); ok {
-			rem := time.Until(d)
-			wait = min(wait, rem-min(rem/3, time.Second))
-		}
-		wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
+		wctx, cancel := context.WithTimeout(ctx, waitBeforeDeadline(ctx, r.cfg.MoveWait))
 		var stamp uint64
 		var err error
 		what := "the versions it observed"
@@ -150,6 +142,18 @@ func (r *Router) LeaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 
 // ForwardCtx marks ctx as forwarded once more (loops end at a bound).
 func ForwardCtx(ctx context.Context) context.Context { return forwardCtx(ctx) }
+
+// waitBeforeDeadline bounds a wait of at most limit so that it ends
+// before ctx's deadline, leaving a third of the remaining time (at most a
+// second) for the answer: the caller learns why the wait failed instead
+// of seeing only its own deadline.
+func waitBeforeDeadline(ctx context.Context, limit time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		rem := time.Until(d)
+		limit = min(limit, rem-min(rem/3, time.Second))
+	}
+	return max(limit, 0)
+}
 
 // sitesWanted returns how many sites of the chain a write's durability
 // asks for (1: this site only).
@@ -193,16 +197,30 @@ func (r *Router) waitDurable(ctx context.Context, sh placement.Shard, res fsm.Re
 		return err
 	}
 	if res.Seq == 0 {
-		return fmt.Errorf("%w: version %v has no place in the chain yet (the shard's chain is being set up)", ErrRemoteDurability, res.Version)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DurabilityWait)
-		defer cancel()
+		// The write entered no outbound log: the shard's chain was being
+		// set up when it committed, or this is a retry of a write whose
+		// deduplication record an earlier release kept without its
+		// sequence number.
+		return fmt.Errorf("%w: version %v committed at site %s outside the shard's chain of sites (the chain was being set up); it reaches the other sites by anti-entropy, but its durability cannot be confirmed: write the key again to wait for the sites", ErrRemoteDurability, res.Version, r.cfg.Site)
 	}
 	start := time.Now()
-	if err := r.durability.WaitDurable(ctx, sh, res.Seq, n); err != nil {
-		return fmt.Errorf("%w: version %v committed at site %s; %d site(s) of its chain did not confirm it within %v (%v); it is not lost and keeps propagating", ErrRemoteDurability, res.Version, r.cfg.Site, n, time.Since(start).Round(time.Millisecond), err)
+	wctx, cancel := context.WithTimeout(ctx, waitBeforeDeadline(ctx, DurabilityWait))
+	defer cancel()
+	if err := r.durability.WaitDurable(wctx, sh, res.Seq, n); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A retried request (the same request id) finds the write
+		// committed by its first attempt: the time since the commit,
+		// from the version's clock reading, says how long the sites have
+		// had.
+		waited := time.Since(start)
+		if wall, _ := causal.SplitHLC(res.Version.HLC); wall > 0 {
+			if since := time.Since(time.UnixMilli(int64(wall))); since > waited && since < 24*time.Hour {
+				waited = since
+			}
+		}
+		return fmt.Errorf("%w: version %v committed at site %s; %d site(s) of its chain did not confirm it within %v of its commit (%v); it is not lost and keeps propagating", ErrRemoteDurability, res.Version, r.cfg.Site, n, waited.Round(time.Millisecond), err)
 	}
 	r.metrics.durableWaitSec.Observe(time.Since(start).Seconds())
 	return nil
