@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -88,6 +89,32 @@ func conflictFrom(err error) *ConflictError {
 	}
 	return nil
 }
+
+// IsForeignSession reports whether err is a server's refusal of the
+// client's session: the token belongs to another cluster (the client was
+// pointed at other endpoints, or the cluster was rebuilt from empty data
+// directories), or names a site the cluster does not have. No request of
+// that session can succeed there; a new Client without
+// Config.SessionToken starts a new session.
+func IsForeignSession(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == errorDomain && info.Reason == reasonForeignSession {
+			return true
+		}
+	}
+	return false
+}
+
+// The google.rpc.ErrorInfo of a foreign session's refusal (see
+// docs/api.md).
+const (
+	errorDomain          = "causeway"
+	reasonForeignSession = "FOREIGN_SESSION"
+)
 
 // invalidArgument reports a bad argument detected before any request is
 // sent, as a status error so status.Code treats it like the server's.

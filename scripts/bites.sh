@@ -58,6 +58,7 @@ BITES=(
   "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
   "state-checksum|./internal/storage|^TestChangedOutboundEntryIsDamage\$"
   "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
+  "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
 )
 
 want=("$@")

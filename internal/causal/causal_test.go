@@ -2,8 +2,10 @@ package causal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"testing"
 )
 
@@ -131,6 +133,43 @@ func TestDecodeSessionRejects(t *testing.T) {
 	}
 }
 
+// TestSessionCarriesItsCluster: the cluster id travels in the token, in
+// every narrowed part, and through a merge; a zero id is refused.
+func TestSessionCarriesItsCluster(t *testing.T) {
+	var s Session
+	s.ObserveShard("default", []byte("k"), 1, Version{HLC: 10, Site: "s1"})
+	s.Site, s.Cluster = "s1", 42
+	back, err := DecodeSession(s.Encode())
+	if err != nil || back.Cluster != 42 || back.Site != "s1" {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for name, part := range map[string]*Session{
+		"read":  s.ForRead("default", [][]byte{[]byte("k")}, nil),
+		"scan":  s.ForScan("default", nil, nil),
+		"write": s.ForWrite(),
+		"clone": s.Clone(),
+	} {
+		if got, err := DecodeSession(part.Encode()); err != nil || got.Cluster != 42 {
+			t.Errorf("%s part: cluster %d, %v", name, got.Cluster, err)
+		}
+	}
+	var fresh Session
+	fresh.Merge(&Session{Cluster: 7})
+	fresh.Merge(&Session{})
+	if fresh.Cluster != 7 {
+		t.Fatalf("merged cluster %d, want 7", fresh.Cluster)
+	}
+	tok := s.Encode()
+	// The id's 8 bytes follow the site; zero them and fix the checksum.
+	i := bytes.Index(tok, []byte("s1")) + 2
+	bad := append([]byte(nil), tok[:len(tok)-4]...)
+	copy(bad[i:i+8], make([]byte, 8))
+	bad = binary.BigEndian.AppendUint32(bad, crc32.Checksum(bad, castagnoli))
+	if _, err := DecodeSession(bad); !errors.Is(err, ErrMalformedToken) {
+		t.Fatalf("zero cluster id: %v", err)
+	}
+}
+
 func FuzzDecodeSession(f *testing.F) {
 	var s Session
 	s.ObserveShard("default", []byte("k"), 3, Version{10, "s1"})
@@ -145,6 +184,8 @@ func FuzzDecodeSession(f *testing.F) {
 	for i := 0; i <= MaxShardFloors; i++ {
 		geo.ObserveShardVersion("big", uint32(i), Version{HLC: uint64(i + 1), Site: []string{"s2", "s3"}[i%2]})
 	}
+	f.Add(geo.Encode())
+	geo.Site, geo.Cluster = "s1", 0x1234567890abcdef
 	f.Add(geo.Encode())
 	f.Add([]byte{})
 	f.Add([]byte("CS\x01"))

@@ -72,6 +72,11 @@ type Session struct {
 	// applied its causal past (router.Arrive). Empty: unknown (a new
 	// session, or a token from before sites), taken as the serving site.
 	Site string
+	// Cluster is the id of the cluster whose servers answered the session
+	// (0: unknown, a new session or a token of an earlier release). A
+	// server of another cluster refuses the session (router.Arrive): its
+	// floors name versions that cluster never held.
+	Cluster uint64
 	// Partial marks a session narrowed to what one request needs (see
 	// ForRead, ForScan, ForWrite). A server answers a partial session with
 	// only what the request observed, for the client to merge; it answers a
@@ -501,6 +506,9 @@ func (s *Session) Merge(o *Session) {
 	if o.Site != "" {
 		s.Site = o.Site
 	}
+	if o.Cluster != 0 {
+		s.Cluster = o.Cluster
+	}
 	for origin, fb := range o.fallback {
 		s.raiseFallback(origin, fb)
 	}
@@ -588,7 +596,7 @@ func (s *Session) trimShards() {
 
 // Clone returns a deep copy of s.
 func (s *Session) Clone() *Session {
-	c := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: s.Partial}
+	c := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Cluster: s.Cluster, Partial: s.Partial}
 	c.copyFallbacks(s)
 	for r, h := range s.deps {
 		c.raiseDep(r, h)
@@ -615,7 +623,7 @@ func (s *Session) Clone() *Session {
 // count; with a nil shardOf, or for a key it cannot place, every shard
 // floor of the keyspace is included.
 func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byte) (uint32, bool)) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Cluster: s.Cluster, Partial: true}
 	out.copyFallbacks(s)
 	allShards := false
 	var want [8]uint32
@@ -661,7 +669,7 @@ func (s *Session) ForRead(keyspace string, keys [][]byte, shardOf func(key []byt
 // [start, end) of keyspace: MaxHLC, the fallbacks, the key floors in the
 // range and every shard floor of the keyspace.
 func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
-	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, PastHLC: s.PastHLC, Site: s.Site, Cluster: s.Cluster, Partial: true}
 	out.copyFallbacks(s)
 	for fk, kf := range s.keys {
 		ks, key := splitFloorKey(fk)
@@ -680,7 +688,7 @@ func (s *Session) ForScan(keyspace string, start, end []byte) *Session {
 // ForWrite returns the part of s a server needs to serve a write: MaxHLC
 // and the dependencies.
 func (s *Session) ForWrite() *Session {
-	out := &Session{MaxHLC: s.MaxHLC, Site: s.Site, Partial: true}
+	out := &Session{MaxHLC: s.MaxHLC, Site: s.Site, Cluster: s.Cluster, Partial: true}
 	for r, h := range s.deps {
 		out.raiseDep(r, h)
 	}

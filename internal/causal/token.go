@@ -11,8 +11,8 @@ import (
 
 // Token layout, format 3 (integers are unsigned varints unless noted):
 //
-//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial, bit 1: site) | maxHLC | pastHLC |
-//	[site len, site (with flag bit 1)] |
+//	magic 'C' 'S' | format 3 | flags (1 byte; bit 0: partial, bit 1: site, bit 2: cluster) | maxHLC | pastHLC |
+//	[site len, site (with flag bit 1)] | [cluster id (8 bytes BE, with flag bit 2)] |
 //	f = fallbacks, f × (origin len, origin, hlc) |
 //	d = dependencies, d × (keyspace len, keyspace, shard+1 or 0 for every shard, origin len, origin, hlc) |
 //	k = number of keyspaces |
@@ -37,6 +37,7 @@ const (
 
 	flagPartial = 1 << 0
 	flagSite    = 1 << 1
+	flagCluster = 1 << 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -85,11 +86,17 @@ func (s *Session) AppendEncode(b []byte) []byte {
 	if s.Site != "" {
 		flags |= flagSite
 	}
+	if s.Cluster != 0 {
+		flags |= flagCluster
+	}
 	b = append(b, tokenMagic0, tokenMagic1, tokenFormat, flags)
 	b = binary.AppendUvarint(b, s.MaxHLC)
 	b = binary.AppendUvarint(b, s.PastHLC)
 	if s.Site != "" {
 		b = appendString(b, s.Site)
+	}
+	if s.Cluster != 0 {
+		b = binary.BigEndian.AppendUint64(b, s.Cluster)
 	}
 	origins := make([]string, 0, len(s.fallback))
 	for o := range s.fallback {
@@ -251,7 +258,7 @@ func (s *Session) decodeV2(r *reader, format byte, filter *ShardFilter) error {
 	}
 	flags := r.b[0]
 	r.b = r.b[1:]
-	if flags&^(flagPartial|flagSite) != 0 || (format != tokenFormat && flags&flagSite != 0) {
+	if flags&^(flagPartial|flagSite|flagCluster) != 0 || (format != tokenFormat && flags&(flagSite|flagCluster) != 0) {
 		return fmt.Errorf("unknown flags %#x", flags)
 	}
 	s.Partial = flags&flagPartial != 0
@@ -265,6 +272,12 @@ func (s *Session) decodeV2(r *reader, format byte, filter *ShardFilter) error {
 			s.Site = string(r.bytes(maxSiteBytes))
 			if r.err == nil && s.Site == "" {
 				return errors.New("empty site")
+			}
+		}
+		if flags&flagCluster != 0 {
+			s.Cluster = r.uint64BE()
+			if r.err == nil && s.Cluster == 0 {
+				return errors.New("zero cluster id")
 			}
 		}
 		nf := r.uvarint()
@@ -395,5 +408,18 @@ func (r *reader) bytes(max uint64) []byte {
 	}
 	v := r.b[:n]
 	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uint64BE() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.err = errors.New("truncated cluster id")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
 	return v
 }

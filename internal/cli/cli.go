@@ -302,9 +302,25 @@ func (a *app) withClientDeadline(cmd *cobra.Command, session bool, d time.Durati
 	}
 	defer c.Close()
 	err = fn(ctx, c)
+	replace := false
+	if path != "" && len(cfg.SessionToken) > 0 && client.IsForeignSession(err) {
+		// The file holds a session of another cluster (other endpoints,
+		// or this cluster rebuilt from empty data directories). The server
+		// refused the request before doing anything: run it again in a
+		// new session, which replaces the file's.
+		fmt.Fprintf(a.env.Stderr, "kvctl: the session in %s belongs to another cluster; starting a new session\n", path)
+		c.Close()
+		cfg.SessionToken = nil
+		if c, err = client.New(ctx, cfg); err != nil {
+			return err
+		}
+		defer c.Close()
+		err = fn(ctx, c)
+		replace = true
+	}
 	if path != "" {
 		if tok := c.SessionToken(); len(tok) > 0 && string(tok) != string(cfg.SessionToken) {
-			if serr := saveSession(path, tok); serr != nil {
+			if serr := saveSession(path, tok, replace); serr != nil {
 				fmt.Fprintf(a.env.Stderr, "kvctl: warning: could not save the session to %s: %v\n", path, serr)
 			}
 		}

@@ -251,7 +251,7 @@ func TestSessionFileRoundTrip(t *testing.T) {
 	}
 	var s causal.Session
 	s.Observe("default", []byte("a"), causal.Version{HLC: 10, Site: "s1"})
-	if err := saveSession(path, s.Encode()); err != nil {
+	if err := saveSession(path, s.Encode(), false); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -272,7 +272,7 @@ func TestSessionFileRoundTrip(t *testing.T) {
 	// A save merges with what another kvctl saved meanwhile.
 	var o causal.Session
 	o.Observe("default", []byte("b"), causal.Version{HLC: 20, Site: "s2"})
-	if err := saveSession(path, o.Encode()); err != nil {
+	if err := saveSession(path, o.Encode(), false); err != nil {
 		t.Fatal(err)
 	}
 	tok, _ = loadSession(path)
@@ -289,7 +289,7 @@ func TestSessionFileRoundTrip(t *testing.T) {
 	}
 	// Empty tokens are not written.
 	empty := filepath.Join(t.TempDir(), "s")
-	if err := saveSession(empty, nil); err != nil {
+	if err := saveSession(empty, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(empty); !os.IsNotExist(err) {

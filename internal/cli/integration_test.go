@@ -247,6 +247,30 @@ func TestIntegrationSessionFile(t *testing.T) {
 	mustOK(t, run("", "get", "k1"))
 }
 
+// TestIntegrationSessionFileOfAnotherCluster: the session file follows the
+// user from one cluster to another (two single-node clusters with the same
+// site name, as a data directory deleted and started again makes). The
+// other cluster refuses the session, and kvctl says so and runs the
+// command in a new session, which replaces the file's; the command's
+// answer is the cluster's own. Without the refusal the floors of one
+// cluster's versions are taken for the other's, with no word.
+func TestIntegrationSessionFileOfAnotherCluster(t *testing.T) {
+	runA, session := startServer(t)
+	runB, _ := startServer(t)
+	mustOK(t, runA("", "put", "k", "a"))
+	mustOK(t, runB("", "--session-file", "none", "put", "k", "b"))
+	const note = "belongs to another cluster; starting a new session"
+	if r := runB("", "--session-file", session, "get", "k"); r.code != ExitOK || r.stdout != "b\n" || !strings.Contains(r.stderr, note) {
+		t.Fatalf("get at B with A's session: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runA("", "get", "k"); r.code != ExitOK || r.stdout != "a\n" || !strings.Contains(r.stderr, note) {
+		t.Fatalf("get at A with B's session: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := mustOK(t, runA("", "get", "k")); r.stdout != "a\n" || r.stderr != "" {
+		t.Fatalf("get at A in A's session: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
 func TestIntegrationClusterCommands(t *testing.T) {
 	run, _ := startServer(t)
 	r := mustOK(t, run("", "cluster", "status"))

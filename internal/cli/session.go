@@ -49,9 +49,10 @@ func decodeSessionFile(data []byte) ([]byte, error) {
 }
 
 // saveSession stores tok at path, merged with the session the file holds
-// now (another kvctl may have saved since this one loaded). It creates the
-// directory (0700) and replaces the file (0600) atomically.
-func saveSession(path string, tok []byte) error {
+// now (another kvctl may have saved since this one loaded) unless replace
+// is set or that session is of another cluster. It creates the directory
+// (0700) and replaces the file (0600) atomically.
+func saveSession(path string, tok []byte, replace bool) error {
 	if len(tok) == 0 {
 		return nil
 	}
@@ -59,9 +60,9 @@ func saveSession(path string, tok []byte) error {
 	if err != nil {
 		return err
 	}
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := os.ReadFile(path); err == nil && !replace {
 		if cur, err := decodeSessionFile(data); err == nil {
-			if o, err := causal.DecodeSession(cur); err == nil {
+			if o, err := causal.DecodeSession(cur); err == nil && (o.Cluster == 0 || s.Cluster == 0 || o.Cluster == s.Cluster) {
 				s.Merge(o)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -291,7 +292,7 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
 	// The leader's loop adds the node to the group's membership: a new
 	// voter counts towards commits at once, and the joining node may not
 	// serve its raft traffic before this call returns.
-	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards})
+	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID()})
 }
 
 // CreateKeyspace creates a keyspace through the leader and returns the
@@ -416,6 +417,15 @@ func (c *Cluster) leaderLoop() {
 	}
 }
 
+// newClusterID draws a cluster id (see Config.ID): random, non-zero.
+func newClusterID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
 // registerSelf registers this node (leader only) unless it is registered.
 func (c *Cluster) registerSelf(ctx context.Context) error {
 	cfg := c.fsm.config()
@@ -423,7 +433,7 @@ func (c *Cluster) registerSelf(ctx context.Context) error {
 		return nil
 	}
 	self := c.opts.Self
-	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards})
+	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID()})
 	return err
 }
 

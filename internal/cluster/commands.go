@@ -45,6 +45,9 @@ type Command struct {
 	// DefaultShards is the default keyspace's shard count if the
 	// configuration has none yet (the cluster's first node): OpAddNode.
 	DefaultShards uint32 `json:"default_shards,omitempty"`
+	// ClusterID becomes the cluster's id if the configuration has none
+	// yet (OpAddNode; see Config.ID).
+	ClusterID uint64 `json:"cluster_id,omitempty"`
 	// Keyspace: OpCreateKeyspace (all fields), OpSetKeyspaceSites (name
 	// and sites).
 	Keyspace *Keyspace `json:"keyspace,omitempty"`
@@ -75,6 +78,9 @@ func Apply(c Config, cmd Command) (Config, error) {
 		if cmd.Node == nil {
 			return c, fmt.Errorf("%w: add node: no node", ErrInvalid)
 		}
+		if next.ID == 0 {
+			next.ID = cmd.ClusterID
+		}
 		return next, next.addNode(*cmd.Node, cmd.DefaultShards)
 	case OpCreateKeyspace:
 		if cmd.Keyspace == nil {
@@ -92,7 +98,7 @@ func Apply(c Config, cmd Command) (Config, error) {
 
 // Clone returns a deep copy of c.
 func (c Config) Clone() Config {
-	out := Config{Version: c.Version, Sites: make(map[string]Site, len(c.Sites)), Keyspaces: make(map[string]Keyspace, len(c.Keyspaces))}
+	out := Config{Version: c.Version, ID: c.ID, Sites: make(map[string]Site, len(c.Sites)), Keyspaces: make(map[string]Keyspace, len(c.Keyspaces))}
 	for name, s := range c.Sites {
 		nodes := make(map[string]Node, len(s.Nodes))
 		for id, n := range s.Nodes {

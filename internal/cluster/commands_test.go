@@ -17,10 +17,14 @@ func TestApply(t *testing.T) {
 		return err
 	}
 	node := func(site, id string) *Node { return &Node{ID: id, Site: site, PeerAddr: site + id + ":1"} }
-	for _, n := range []*Node{node("s1", "n1"), node("s1", "n2"), node("s2", "n1")} {
-		if err := apply(Command{Op: OpAddNode, Node: n, DefaultShards: 8}); err != nil {
+	for i, n := range []*Node{node("s1", "n1"), node("s1", "n2"), node("s2", "n1")} {
+		if err := apply(Command{Op: OpAddNode, Node: n, DefaultShards: 8, ClusterID: uint64(100 + i)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The first registration names the cluster; later ones keep its id.
+	if cfg.ID != 100 || cfg.Clone().ID != 100 {
+		t.Fatalf("cluster id %d, want 100", cfg.ID)
 	}
 	if !cfg.Sites["s1"].Nodes["n1"].Voter || cfg.Sites["s1"].Nodes["n2"].Voter || !cfg.Sites["s2"].Nodes["n1"].Voter {
 		t.Fatalf("voters: %+v", cfg.Sites)

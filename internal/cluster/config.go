@@ -39,7 +39,12 @@ type Keyspace struct {
 // data path runs on the last copy it has.
 type Config struct {
 	// Version grows with every change.
-	Version   uint64              `json:"version"`
+	Version uint64 `json:"version"`
+	// ID names the cluster: a random non-zero number drawn by the node
+	// whose registration created the configuration (0 in a configuration
+	// of an earlier release until the next node registers). Session tokens
+	// carry it, so that a cluster refuses another's sessions.
+	ID        uint64              `json:"id,omitempty"`
 	Sites     map[string]Site     `json:"sites"`
 	Keyspaces map[string]Keyspace `json:"keyspaces"`
 }

@@ -166,3 +166,10 @@ func (s *Service) WaitApplied(ctx context.Context, req *peerv1.WaitAppliedReques
 }
 
 var _ router.Durability = (*Service)(nil)
+
+// ClusterID implements router.Durability: the id of the cluster
+// configuration this node holds (0 before it has loaded one).
+func (s *Service) ClusterID() uint64 {
+	cfg, _ := s.configs()
+	return cfg.ID
+}

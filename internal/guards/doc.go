@@ -182,6 +182,11 @@ const (
 	// writes it acknowledged and has not shipped would stay on it; off,
 	// the removal goes through.
 	RemoveSiteCheck
+	// ClusterSession refuses a session token that another cluster
+	// answered (router.Arrive, docs/adr/009); off, a session of another
+	// cluster whose site names match is served here, its floors taken for
+	// this cluster's versions.
+	ClusterSession
 )
 
 var names = map[Guard]string{
@@ -219,6 +224,7 @@ var names = map[Guard]string{
 	CASTurn:              "cas-turn",
 	StateChecksum:        "state-checksum",
 	RemoveSiteCheck:      "remove-site-check",
+	ClusterSession:       "cluster-session",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -231,7 +237,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -54,6 +54,9 @@ type Durability interface {
 	WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error)
 	// HasSite reports whether the cluster configuration has site.
 	HasSite(site string) bool
+	// ClusterID returns the cluster's id (0: not known yet; see
+	// cluster.Config.ID).
+	ClusterID() uint64
 }
 
 // ErrSessionMoved: a session that was served at another site arrived here
@@ -89,6 +92,23 @@ var ErrLostSession = errors.New("router: the session observed writes this site n
 // or a new one, passes at once.
 func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	s := c.Session
+	if r.durability != nil {
+		id := r.durability.ClusterID()
+		if id == 0 && s.Cluster != 0 && !s.IsEmpty() {
+			// A node that has just started may not hold the cluster's
+			// configuration yet: wait a moment for it, so that a session
+			// of another cluster is told so rather than failing on its
+			// floors.
+			id = r.waitClusterID(ctx)
+		}
+		if id != 0 {
+			if s.Cluster != 0 && s.Cluster != id && !s.IsEmpty() && !guards.Off(guards.ClusterSession) {
+				return fmt.Errorf("%w: the session token belongs to another cluster (id %016x; this cluster is %016x): its floors name versions this cluster never held; start a new session (kvctl starts one by itself)", ErrForeignSession, s.Cluster, id)
+			}
+			s.Cluster = id
+			c.Observed.Cluster = id
+		}
+	}
 	if s.Site == "" || s.Site == r.cfg.Site || hopsIn(ctx) > 0 {
 		s.Site = r.cfg.Site
 		c.Observed.Site = r.cfg.Site
@@ -142,6 +162,26 @@ func (r *Router) LeaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 
 // ForwardCtx marks ctx as forwarded once more (loops end at a bound).
 func ForwardCtx(ctx context.Context) context.Context { return forwardCtx(ctx) }
+
+// clusterIDWait bounds how long a request waits for a node that has just
+// started to learn its cluster's id (Arrive).
+const clusterIDWait = 2 * time.Second
+
+// waitClusterID polls for the cluster's id, up to clusterIDWait (0 if it
+// is still unknown).
+func (r *Router) waitClusterID(ctx context.Context) uint64 {
+	deadline := time.Now().Add(waitBeforeDeadline(ctx, clusterIDWait))
+	for {
+		if id := r.durability.ClusterID(); id != 0 || !time.Now().Before(deadline) {
+			return id
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // waitBeforeDeadline bounds a wait of at most limit so that it ends
 // before ctx's deadline, leaving a third of the remaining time (at most a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -14,6 +15,16 @@ import (
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+)
+
+// ErrorDomain and the reasons below are the google.rpc.ErrorInfo details
+// some refusals carry, for clients to act on without parsing messages.
+const (
+	ErrorDomain = "causeway"
+	// ReasonForeignSession: the request's session token belongs to another
+	// cluster, or names a site this cluster does not have
+	// (router.ErrForeignSession).
+	ReasonForeignSession = "FOREIGN_SESSION"
 )
 
 // codeTable is the one place that maps internal errors to gRPC codes.
@@ -64,6 +75,15 @@ func toStatus(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if errors.Is(err, router.ErrForeignSession) {
+		// The reason lets a client tell this refusal from other failed
+		// preconditions and start a new session (kvctl does).
+		st := status.New(codes.FailedPrecondition, err.Error())
+		if with, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonForeignSession, Domain: ErrorDomain}); derr == nil {
+			st = with
+		}
+		return st.Err()
 	}
 	for _, e := range codeTable {
 		if errors.Is(err, e.err) {
