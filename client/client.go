@@ -211,14 +211,14 @@ func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader
 	}
 	rc := &c.mu.readTok
 	if floorless && rc.tok != nil && rc.keyspace == keyspace && rc.gen == sess.ShardGeneration() &&
-		rc.maxHLC == sess.MaxHLC && rc.pastHLC == sess.PastHLC {
+		rc.maxHLC == sess.MaxHLC && rc.pastHLC == sess.PastHLC && rc.site == sess.Site && rc.cluster == sess.Cluster {
 		return &kvv1.RequestHeader{Keyspace: keyspace, Session: rc.tok}
 	}
 	// Without the key's shard, ForRead includes every shard floor of the
 	// keyspace (at most its shard count).
 	tok := sess.ForRead(keyspace, keys, nil).Encode()
 	if floorless {
-		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, pastHLC: sess.PastHLC, tok: tok}
+		*rc = readTokCache{keyspace: keyspace, gen: sess.ShardGeneration(), maxHLC: sess.MaxHLC, pastHLC: sess.PastHLC, site: sess.Site, cluster: sess.Cluster, tok: tok}
 	}
 	return &kvv1.RequestHeader{Keyspace: keyspace, Session: tok}
 }
@@ -236,6 +236,8 @@ type readTokCache struct {
 	keyspace        string
 	gen             uint64
 	maxHLC, pastHLC uint64
+	site            string // the session's last site: a move is sent
+	cluster         uint64
 	tok             []byte
 }
 

@@ -59,6 +59,16 @@ func TestReadHeaderCache(t *testing.T) {
 	if bytes.Equal(first, after) {
 		t.Fatal("read token equals the empty session's")
 	}
+	// The session moves to another site, and learns its cluster: the
+	// cached token must carry both.
+	c.mu.Lock()
+	c.mu.session.Merge(&causal.Session{Site: "s2"})
+	c.mu.Unlock()
+	check("after a move")
+	c.mu.Lock()
+	c.mu.session.Merge(&causal.Session{Cluster: 9})
+	c.mu.Unlock()
+	check("after learning the cluster")
 	// A key with its own floor gets a token with that floor, not the cache.
 	c.mu.Lock()
 	c.mu.session.ObserveShard("default", []byte("x"), 1, causal.Version{HLC: 10_000, Site: "s"})
