@@ -57,6 +57,7 @@ BITES=(
   "state-checksum|./internal/storage|^TestChangedValueByteIsRefusedAtOpen\$"
   "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
   "state-checksum|./internal/storage|^TestChangedOutboundEntryIsDamage\$"
+  "state-checksum|./internal/storage|^TestChangedStateRecordIsRefusedAtOpen\$"
   "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
   "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
 )

@@ -47,7 +47,11 @@ func apply(s *storage.ShardTx, cmd *peerv1.Command, st *state) (Result, error) {
 func applyWrite(s *storage.ShardTx, w *peerv1.Write, st *state) (Result, error) {
 	maxHLC := &st.maxHLC
 	if w.ClientId != "" {
-		if out, ok := s.Request(w.ClientId, w.Seq); ok {
+		out, ok, err := s.Request(w.ClientId, w.Seq)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
 			return decodeOutcome(out), nil
 		}
 	}

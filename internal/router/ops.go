@@ -182,8 +182,8 @@ func (r *Router) CASFailFast(g *shard.Group, c *Call, sh placement.Shard, w *pee
 	var found, applied bool
 	if err := g.Read(func(st *storage.ShardTx) (err error) {
 		if id := o.GetRequestId(); id != nil && !guards.Off(guards.RequestDedupe) {
-			if _, applied = st.Request(id.ClientId, id.Seq); applied {
-				return nil
+			if _, applied, err = st.Request(id.ClientId, id.Seq); applied || err != nil {
+				return err
 			}
 		}
 		cur, found, err = st.Latest(w.Key, true)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -137,18 +138,116 @@ func TestEarlierStateFormatIsStale(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := bolt.Open(cfg.Path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, format := range []string{"2", "3"} {
+		b, err := bolt.Open(cfg.Path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, []byte(format))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Close()
+		if _, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrStale) {
+			t.Fatalf("Open of a format-%s state database: %v, want ErrStale", format, err)
+		}
 	}
-	if err := b.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaFormat, []byte(fmt.Sprint(formatVersion)))
+}
+
+// TestChangedStateRecordIsRefusedAtOpen: a changed byte of a shard's
+// applied index, or of a request's recorded outcome, makes Open fail with
+// ErrCorrupt (kvd then rebuilds the file), and one changed while the
+// database is open fails the read that meets it and marks the database
+// damaged. Snapshots carry the records without their seals and restores
+// seal them again. With the state-checksum guard off the changed applied
+// index is taken as written.
+func TestChangedStateRecordIsRefusedAtOpen(t *testing.T) {
+	cfg := derivedConfig(t)
+	db := openDB(t, cfg)
+	if err := db.ApplyShard(testShard, func(s *ShardTx) error {
+		if err := s.Put(Record{Key: []byte("k"), Value: []byte("v"), Version: ver(5, "a")}); err != nil {
+			return err
+		}
+		if err := s.SetOrigin("s2", Progress{HLC: 9, Seq: 3}); err != nil {
+			return err
+		}
+		if err := s.PutRequest("client-1", 7, 5, []byte("outcome-of-seven")); err != nil {
+			return err
+		}
+		return s.SetApplied(0x1122334455667788, 5)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Close()
-	if _, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrStale) {
-		t.Fatalf("Open of a format-2 state database: %v, want ErrStale", err)
+	// A snapshot restores every record, sealed again.
+	restored := openDB(t, derivedConfig(t))
+	snap := shardSnapshot(t, db)
+	if bytes.Contains(snap.Bytes(), seal(stateApply, binary.BigEndian.AppendUint64(nil, 0x1122334455667788))) {
+		t.Fatal("the snapshot carries the applied index with its seal")
+	}
+	if err := restored.Update(func(tx *Tx) error { return tx.RestoreShard(testShard, bytes.NewReader(snap.Bytes())) }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *DB) (index uint64, origins map[string]Progress, outcome []byte, err error) {
+		err = db.ViewShard(testShard, func(s *ShardTx) error {
+			index, _ = s.Applied()
+			if origins, err = s.Origins(); err != nil {
+				return err
+			}
+			outcome, _, err = s.Request("client-1", 7)
+			return err
+		})
+		if err == nil {
+			err = db.DamagedErr()
+		}
+		return
+	}
+	if idx, origins, out, err := check(restored); err != nil || idx != 0x1122334455667788 || origins["s2"] != (Progress{HLC: 9, Seq: 3}) || string(out) != "outcome-of-seven" {
+		t.Fatalf("restored: applied %x, origins %v, outcome %q, %v", idx, origins, out, err)
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pristine, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, needle string }{
+		{"applied index", "\x11\x22\x33\x44\x55\x66\x77\x88"},
+		{"request outcome", "outcome-of-seven"},
+	} {
+		raw := bytes.Clone(pristine)
+		at := bytes.Index(raw, []byte(tc.needle))
+		if at < 0 || bytes.Contains(raw[at+1:], []byte(tc.needle)) {
+			t.Fatalf("%s: not stored once in the file (at %d)", tc.name, at)
+		}
+		raw[at+2] ^= 0x10
+		if err := os.WriteFile(cfg.Path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db2, err := Open(cfg, discardLogger(), nil)
+		if err == nil {
+			idx, _, out, cerr := check(db2)
+			_ = db2.Close()
+			t.Fatalf("%s: Open accepted a changed record; applied %x, outcome %q, %v", tc.name, idx, out, cerr)
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: Open: %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+
+	// Changed while the database is open: the read fails.
+	if err := restored.bolt.Update(func(tx *bolt.Tx) error {
+		st := tx.Bucket(testShard.bucket()).Bucket(bucketState)
+		bad := bytes.Clone(st.Get(stateApply))
+		bad[0] ^= 0x01
+		return st.Put(stateApply, bad)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _, _, err := check(restored); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("read of a changed applied index: %x, %v; want ErrDamaged", idx, err)
 	}
 }
 

@@ -349,7 +349,7 @@ func TestCollectRequests(t *testing.T) {
 		m := map[req]bool{}
 		view(t, db, testShard, func(s *ShardTx) {
 			for _, r := range reqs {
-				out, ok := s.Request(r.client, r.seq)
+				out, ok, _ := s.Request(r.client, r.seq)
 				if ok && string(out) != fmt.Sprint(r.hlc) {
 					t.Fatalf("request %v outcome %q", r, out)
 				}

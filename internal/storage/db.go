@@ -308,7 +308,7 @@ func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
 			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q",
 				ErrForeign, node, site, id.NodeID, id.Site)
 		}
-		if derived && (v1 || bytes.Equal(f, []byte(fmt.Sprint(formatVersion)))) {
+		if derived && (v1 || bytes.Equal(f, []byte("2")) || bytes.Equal(f, []byte("3"))) {
 			return fmt.Errorf("%w: on-disk format %q, this build writes %s", ErrStale, f, want)
 		}
 		if !v1 && !bytes.Equal(f, []byte(want)) {

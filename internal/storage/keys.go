@@ -67,9 +67,10 @@ var (
 const formatVersion = 2
 
 // derivedFormatVersion is the format of a Derived database (the state
-// database): format 2 with a checksum on every stored version. A Derived
-// database of format 1 or 2 is rebuilt (ErrStale).
-const derivedFormatVersion = 3
+// database): format 2 with a checksum on every stored version (format 3)
+// and on every state, request and outbound record (format 4, sealed.go).
+// A Derived database of an earlier format is rebuilt (ErrStale).
+const derivedFormatVersion = 4
 
 // MVCC data keys, one per version:
 //

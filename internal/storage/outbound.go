@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-
-	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // Chain is a shard's chain of sites (its keyspace's site list, in order)
@@ -23,9 +21,9 @@ func (s *ShardTx) Chain() (Chain, error) {
 	if s.state == nil {
 		return c, nil
 	}
-	v := s.state.Get(stateChain)
-	if v == nil {
-		return c, nil
+	v, err := s.getState(stateChain)
+	if v == nil || err != nil {
+		return c, err
 	}
 	if err := json.Unmarshal(v, &c); err != nil {
 		return Chain{}, fmt.Errorf("%w: chain: %v", ErrBadEncoding, err)
@@ -39,7 +37,7 @@ func (s *ShardTx) SetChain(c Chain) error {
 	if err != nil {
 		return err
 	}
-	return s.state.Put(stateChain, b)
+	return s.putState(stateChain, b)
 }
 
 // LocalSeq returns the sequence number of this site's last write that
@@ -48,11 +46,11 @@ func (s *ShardTx) LocalSeq() uint64 {
 	if s.state == nil {
 		return 0
 	}
-	return getUint64(s.state, stateLocalSeq)
+	return s.stateUint64(stateLocalSeq)
 }
 
 // SetLocalSeq records this site's last outbound sequence number.
-func (s *ShardTx) SetLocalSeq(seq uint64) error { return putUint64(s.state, stateLocalSeq, seq) }
+func (s *ShardTx) SetLocalSeq(seq uint64) error { return s.putStateUint64(stateLocalSeq, seq) }
 
 // Stable returns, per origin, the progress every site of the chain applied.
 func (s *ShardTx) Stable() (map[string]Progress, error) {
@@ -60,14 +58,7 @@ func (s *ShardTx) Stable() (map[string]Progress, error) {
 	if s.state == nil {
 		return out, nil
 	}
-	c := s.state.Cursor()
-	for k, v := c.Seek(stateStable); k != nil && bytes.HasPrefix(k, stateStable); k, v = c.Next() {
-		if len(v) != 16 {
-			return nil, fmt.Errorf("%w: stable progress %q is %d bytes", ErrBadEncoding, k, len(v))
-		}
-		out[string(k[len(stateStable):])] = Progress{HLC: binary.BigEndian.Uint64(v), Seq: binary.BigEndian.Uint64(v[8:])}
-	}
-	return out, nil
+	return out, s.progressRecords(stateStable, "stable progress", out)
 }
 
 // SetStable records origin's globally stable progress.
@@ -76,7 +67,7 @@ func (s *ShardTx) SetStable(origin string, p Progress) error {
 		return fmt.Errorf("%w: empty origin", ErrBadEncoding)
 	}
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.HLC)
-	return s.state.Put(append(bytes.Clone(stateStable), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
+	return s.putState(append(bytes.Clone(stateStable), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
 }
 
 // outKey is origin ‖ 0x00 ‖ seq.
@@ -94,7 +85,7 @@ func (s *ShardTx) OutboundBytes() uint64 {
 	if s.state == nil {
 		return 0
 	}
-	return getUint64(s.state, stateOutBytes)
+	return s.stateUint64(stateOutBytes)
 }
 
 // originBytesKey holds the size of one origin's entries.
@@ -107,18 +98,22 @@ func (s *ShardTx) OriginOutboundBytes(origin string) uint64 {
 	if s.state == nil {
 		return 0
 	}
-	return getUint64(s.state, originBytesKey(origin))
+	return s.stateUint64(originBytesKey(origin))
 }
 
 // addOutBytes adds delta (possibly negative) to origin's and the log's
 // sizes.
 func (s *ShardTx) addOutBytes(origin string, delta int64) error {
 	for _, k := range [][]byte{stateOutBytes, originBytesKey(origin)} {
-		n := int64(getUint64(s.state, k)) + delta
+		cur, err := s.getStateUint64(k)
+		if err != nil {
+			return err
+		}
+		n := int64(cur) + delta
 		if n < 0 {
 			n = 0
 		}
-		if err := putUint64(s.state, k, uint64(n)); err != nil {
+		if err := s.putStateUint64(k, uint64(n)); err != nil {
 			return err
 		}
 	}
@@ -239,28 +234,11 @@ func (s *ShardTx) ReadOutbound(origin string, from uint64, maxEntries, maxBytes 
 	return entries, first, last, nil
 }
 
-// sealOutbound returns an outbound entry as it is stored under key k:
-// update followed by a CRC-32C of k and update (checked by openOutbound,
-// and when the file opens): a changed byte would otherwise be shipped to
-// every other site as if it had been written.
-func sealOutbound(k, update []byte) []byte {
-	out := make([]byte, len(update), len(update)+sumLen)
-	copy(out, update)
-	return binary.BigEndian.AppendUint32(out, valueSum(k, update))
-}
+// sealOutbound returns an outbound entry as it is stored under key k
+// (seal): a changed byte would otherwise be shipped to every other site as
+// if it had been written.
+func sealOutbound(k, update []byte) []byte { return seal(k, update) }
 
 // openOutbound verifies the outbound entry v stored under key k and
 // returns its update.
-func openOutbound(k, v []byte) ([]byte, error) {
-	if len(v) < sumLen {
-		if guards.Off(guards.StateChecksum) {
-			return v, nil
-		}
-		return nil, fmt.Errorf("%w: the outbound entry under key %x has no checksum", ErrDamaged, k)
-	}
-	update := v[: len(v)-sumLen : len(v)-sumLen]
-	if got, want := valueSum(k, update), binary.BigEndian.Uint32(v[len(update):]); got != want && !guards.Off(guards.StateChecksum) {
-		return nil, fmt.Errorf("%w: the outbound entry under key %x fails its checksum (%08x, stored %08x)", ErrDamaged, k, got, want)
-	}
-	return update, nil
-}
+func openOutbound(k, v []byte) ([]byte, error) { return unseal("outbound entry", k, v) }

@@ -197,10 +197,12 @@ func (s *ShardTx) index() (*reqIndex, error) {
 	return s.db.reqIdx.build(s.id, s.reqs)
 }
 
-// Request returns the outcome recorded for a request id.
-func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool) {
+// Request returns the outcome recorded for a request id. A record that
+// fails its seal is an error (and marks the database damaged): taking it
+// for no record would apply the request twice.
+func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool, error) {
 	if s.reqs == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	x, err := s.index()
 	if err != nil || x == nil {
@@ -208,20 +210,29 @@ func (s *ShardTx) Request(clientID string, seq uint64) ([]byte, bool) {
 		c := s.reqs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if _, client, sq, err := decodeRequestKey(k); err == nil && sq == seq && string(client) == clientID {
-				return bytes.Clone(v), true
+				return s.requestOutcome(k, v)
 			}
 		}
-		return nil, false
+		return nil, false, nil
 	}
 	hlc, ok := x.get(clientID, seq)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
-	v := s.reqs.Get(requestKey(hlc, clientID, seq))
+	k := requestKey(hlc, clientID, seq)
+	v := s.reqs.Get(k)
 	if v == nil {
-		return nil, false
+		return nil, false, nil
 	}
-	return bytes.Clone(v), true
+	return s.requestOutcome(k, v)
+}
+
+func (s *ShardTx) requestOutcome(k, v []byte) ([]byte, bool, error) {
+	out, err := unseal("request record", k, v)
+	if err != nil {
+		return nil, false, s.db.noteDamage(err)
+	}
+	return bytes.Clone(out), true, nil
 }
 
 // PutRequest records the outcome of a request id applied at hlc. A record
@@ -231,7 +242,8 @@ func (s *ShardTx) PutRequest(clientID string, seq, hlc uint64, outcome []byte) e
 	if err != nil {
 		return err
 	}
-	if err := s.reqs.Put(requestKey(hlc, clientID, seq), bytes.Clone(outcome)); err != nil {
+	k := requestKey(hlc, clientID, seq)
+	if err := s.reqs.Put(k, seal(k, outcome)); err != nil {
 		return err
 	}
 	if x == nil {
@@ -306,7 +318,7 @@ func migrateRequestsV1(btx *bolt.Tx) error {
 			return err
 		}
 		for _, r := range recs {
-			if err := nb.Put(r.k, r.v); err != nil {
+			if err := nb.Put(r.k, seal(r.k, r.v)); err != nil {
 				return err
 			}
 		}

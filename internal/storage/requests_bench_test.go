@@ -49,7 +49,7 @@ func BenchmarkRequestWrites(b *testing.B) {
 					return err
 				}
 				c := fmt.Sprintf("%032x", next%64)
-				if _, ok := s.Request(c, next); ok {
+				if _, ok, _ := s.Request(c, next); ok {
 					return fmt.Errorf("seq %d already recorded", next)
 				}
 				if err := s.PutRequest(c, next, next, []byte("outcome")); err != nil {

@@ -23,7 +23,7 @@ func lookupInUpdate(t *testing.T, db *DB, id ShardID, client string, seq uint64)
 		if err != nil {
 			return err
 		}
-		out, ok = s.Request(client, seq)
+		out, ok, _ = s.Request(client, seq)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestRequestIndexRebuiltAtOpen(t *testing.T) {
 		t.Fatal("an index exists before any transaction needed it")
 	}
 	view(t, db, testShard, func(s *ShardTx) {
-		if out, ok := s.Request("b", 7); !ok || string(out) != "out-b7" {
+		if out, ok, _ := s.Request("b", 7); !ok || string(out) != "out-b7" {
 			t.Fatalf("read-only Request = %q %v", out, ok)
 		}
 	})
@@ -132,7 +132,7 @@ func TestRequestIndexAfterFailedTransaction(t *testing.T) {
 		if _, _, err := s.Collect(0, 105, nil, 10); err != nil {
 			return err
 		}
-		if _, ok := s.Request("c", 3); ok {
+		if _, ok, _ := s.Request("c", 3); ok {
 			return errors.New("collected id still found inside the transaction")
 		}
 		if err := s.PutRequest("new", 1, 200, []byte("x")); err != nil {

@@ -221,15 +221,15 @@ func (s *ShardTx) Applied() (index, maxHLC uint64) {
 	if s.state == nil {
 		return 0, 0
 	}
-	return getUint64(s.state, stateApply), getUint64(s.state, stateMaxHLC)
+	return s.stateUint64(stateApply), s.stateUint64(stateMaxHLC)
 }
 
 // SetApplied records the last applied raft index and the newest HLC.
 func (s *ShardTx) SetApplied(index, maxHLC uint64) error {
-	if err := putUint64(s.state, stateApply, index); err != nil {
+	if err := s.putStateUint64(stateApply, index); err != nil {
 		return err
 	}
-	return putUint64(s.state, stateMaxHLC, maxHLC)
+	return s.putStateUint64(stateMaxHLC, maxHLC)
 }
 
 // Progress is how far a shard replica has applied the writes of one other
@@ -249,14 +249,7 @@ func (s *ShardTx) Origins() (map[string]Progress, error) {
 	if s.state == nil {
 		return out, nil
 	}
-	c := s.state.Cursor()
-	for k, v := c.Seek(stateOrigin); k != nil && bytes.HasPrefix(k, stateOrigin); k, v = c.Next() {
-		if len(v) != 16 {
-			return nil, fmt.Errorf("%w: origin progress %q is %d bytes", ErrBadEncoding, k, len(v))
-		}
-		out[string(k[len(stateOrigin):])] = Progress{HLC: binary.BigEndian.Uint64(v), Seq: binary.BigEndian.Uint64(v[8:])}
-	}
-	return out, nil
+	return out, s.progressRecords(stateOrigin, "origin progress", out)
 }
 
 // SetOrigin records the progress of origin.
@@ -265,7 +258,7 @@ func (s *ShardTx) SetOrigin(origin string, p Progress) error {
 		return fmt.Errorf("%w: empty origin", ErrBadEncoding)
 	}
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 16), p.HLC)
-	return s.state.Put(append(bytes.Clone(stateOrigin), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
+	return s.putState(append(bytes.Clone(stateOrigin), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
 }
 
 // Collect garbage-collects versions: a version is removed when a newer
@@ -367,18 +360,6 @@ func deleteAt(c *bolt.Cursor, k []byte) ([]byte, []byte, error) {
 	}
 	nk, nv := c.Seek(k)
 	return nk, nv, nil
-}
-
-func getUint64(b *bolt.Bucket, k []byte) uint64 {
-	v := b.Get(k)
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
-}
-
-func putUint64(b *bolt.Bucket, k []byte, n uint64) error {
-	return b.Put(k, binary.BigEndian.AppendUint64(nil, n))
 }
 
 // DropShard deletes every bucket of shard id (its versions, state and

@@ -375,7 +375,7 @@ func TestReadMissingShard(t *testing.T) {
 		if idx, hlc := s.Applied(); idx != 0 || hlc != 0 {
 			t.Errorf("Applied = %d %d", idx, hlc)
 		}
-		if out, ok := s.Request("c", 1); ok || out != nil {
+		if out, ok, _ := s.Request("c", 1); ok || out != nil {
 			t.Errorf("Request = %q %v", out, ok)
 		}
 	})
@@ -485,7 +485,7 @@ func TestRequests(t *testing.T) {
 	}
 	view(t, db, testShard, func(s *ShardTx) {
 		for _, tc := range tests {
-			out, ok := s.Request(tc.client, tc.seq)
+			out, ok, _ := s.Request(tc.client, tc.seq)
 			if !ok || !bytes.Equal(out, tc.outcome) {
 				t.Errorf("Request(%q, %d) = %q %v, want %q", tc.client, tc.seq, out, ok, tc.outcome)
 			}
@@ -494,7 +494,7 @@ func TestRequests(t *testing.T) {
 			client string
 			seq    uint64
 		}{{"c1", 3}, {"c3", 1}, {"c", 1}, {"c1\x00", 1}} {
-			if out, ok := s.Request(miss.client, miss.seq); ok {
+			if out, ok, _ := s.Request(miss.client, miss.seq); ok {
 				t.Errorf("Request(%q, %d) = %q, want not found", miss.client, miss.seq, out)
 			}
 		}
@@ -511,7 +511,7 @@ func TestRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	view(t, db, testShard, func(s *ShardTx) {
-		if out, ok := s.Request("c1", 1); !ok || string(out) != "again" {
+		if out, ok, _ := s.Request("c1", 1); !ok || string(out) != "again" {
 			t.Errorf("after overwrite Request = %q %v", out, ok)
 		}
 	})
@@ -547,7 +547,7 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 	var outcome []byte
 	view(t, db, testShard, func(s *ShardTx) {
 		var err error
-		outcome, _ = s.Request("c", 1)
+		outcome, _, _ = s.Request("c", 1)
 		if latest, _, err = s.Latest([]byte("key"), false); err != nil {
 			t.Fatal(err)
 		}
@@ -591,7 +591,7 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 		if string(r.Value) != "CHANGED" {
 			t.Errorf("stored value = %q", r.Value)
 		}
-		if out, _ := s.Request("c", 1); string(out) != "outcome" {
+		if out, _, _ := s.Request("c", 1); string(out) != "outcome" {
 			t.Errorf("stored request outcome = %q", out)
 		}
 	})

@@ -115,10 +115,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		if idx, hlc := s.Applied(); idx != 42 || hlc != 1<<50 {
 			t.Errorf("Applied = %d %d", idx, hlc)
 		}
-		if out, ok := s.Request("client-1", 7); !ok || string(out) != "outcome" {
+		if out, ok, _ := s.Request("client-1", 7); !ok || string(out) != "outcome" {
 			t.Errorf("Request = %q %v", out, ok)
 		}
-		if _, ok := s.Request("stale-client", 1); ok {
+		if _, ok, _ := s.Request("stale-client", 1); ok {
 			t.Error("stale request survived restore")
 		}
 		if _, ok, _ := s.Latest([]byte("stale"), false); ok {
@@ -177,7 +177,7 @@ func TestSnapshotOfMissingShard(t *testing.T) {
 		if idx, hlc := s.Applied(); idx != 0 || hlc != 0 {
 			t.Errorf("Applied = %d %d", idx, hlc)
 		}
-		if _, ok := s.Request("client-1", 7); ok {
+		if _, ok, _ := s.Request("client-1", 7); ok {
 			t.Error("request survived")
 		}
 	})

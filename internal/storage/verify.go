@@ -61,10 +61,11 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 // walkBucket visits every key of bk, at depth depth and named name, and of
 // the buckets nested in it, and, if sums is set, checks the versions of a
 // shard's data bucket (a bucket named data inside a top-level one) and
-// the entries of its outbound log.
+// the seals of its state, request and outbound records.
 func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
 	data := sums && depth == 1 && bytes.Equal(name, bucketData)
-	out := sums && depth == 1 && bytes.Equal(name, bucketOutbound)
+	what, sealed := sealedBucket(name)
+	sealed = sealed && sums && depth == 1
 	c := bk.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v == nil {
@@ -79,8 +80,8 @@ func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
 		switch {
 		case data:
 			_, err = checkValue(k, v)
-		case out:
-			_, err = openOutbound(k, v)
+		case sealed:
+			_, err = unseal(what, k, v)
 		}
 		if err != nil {
 			return err
