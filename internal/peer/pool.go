@@ -8,6 +8,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/grpcwin"
 )
 
 // Pool caches one client connection per peer address. Safe for concurrent
@@ -20,7 +21,8 @@ type Pool struct {
 
 // NewPool returns an empty pool.
 func NewPool(opts ...grpc.DialOption) *Pool {
-	return &Pool{conns: map[string]*grpc.ClientConn{}, opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)}
+	base := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcwin.DialOptions()...)
+	return &Pool{conns: map[string]*grpc.ClientConn{}, opts: append(base, opts...)}
 }
 
 // Conn returns the connection to addr, dialing lazily.

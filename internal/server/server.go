@@ -31,6 +31,7 @@ import (
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/geo"
+	"github.com/causeway-db/causeway/internal/grpcwin"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/host"
 	"github.com/causeway-db/causeway/internal/membership"
@@ -345,8 +346,8 @@ func (s *Server) Start() (err error) {
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.kv = kv
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
-		grpc.ChainStreamInterceptor(s.incarnationStream))
+	s.grpc = grpc.NewServer(append(grpcwin.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+		grpc.ChainStreamInterceptor(s.incarnationStream))...)
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/causeway-db/causeway/internal/grpcwin"
 )
 
 // Config configures a node's Network.
@@ -126,8 +128,8 @@ func (c Config) Validate() error {
 // ServerOptions are the options the node's peer gRPC server needs for the
 // Raft service: message size limits matching MaxMsgBytes.
 func (c Config) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(c.MaxMsgBytes),
 		grpc.MaxSendMsgSize(c.MaxMsgBytes),
-	}
+	}, grpcwin.ServerOptions()...)
 }
