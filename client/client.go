@@ -23,7 +23,7 @@ import (
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/causal"
-	"github.com/causeway-db/causeway/internal/grpcwin"
+	"github.com/causeway-db/causeway/internal/grpcopts"
 )
 
 // maxRecvMsgBytes bounds a reply; scan pages and batch reads of large values
@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			MinConnectTimeout: cfg.DialTimeout,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
-	}, append(grpcwin.DialOptions(), cfg.DialOptions...)...)
+	}, append(grpcopts.DialOptions(), cfg.DialOptions...)...)
 	dial := func(addr string) (*grpc.ClientConn, error) { return grpc.NewClient(addr, dialOpts...) }
 	for _, ep := range cfg.Endpoints {
 		conn, err := dial(ep)

@@ -8,7 +8,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
-	"github.com/causeway-db/causeway/internal/grpcwin"
+	"github.com/causeway-db/causeway/internal/grpcopts"
 )
 
 // Pool caches one client connection per peer address. Safe for concurrent
@@ -21,7 +21,7 @@ type Pool struct {
 
 // NewPool returns an empty pool.
 func NewPool(opts ...grpc.DialOption) *Pool {
-	base := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcwin.DialOptions()...)
+	base := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcopts.DialOptions()...)
 	return &Pool{conns: map[string]*grpc.ClientConn{}, opts: append(base, opts...)}
 }
 

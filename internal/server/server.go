@@ -31,7 +31,7 @@ import (
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/faultnet"
 	"github.com/causeway-db/causeway/internal/geo"
-	"github.com/causeway-db/causeway/internal/grpcwin"
+	"github.com/causeway-db/causeway/internal/grpcopts"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/host"
 	"github.com/causeway-db/causeway/internal/membership"
@@ -346,7 +346,7 @@ func (s *Server) Start() (err error) {
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.kv = kv
-	s.grpc = grpc.NewServer(append(grpcwin.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+	s.grpc = grpc.NewServer(append(grpcopts.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
 		grpc.ChainStreamInterceptor(s.incarnationStream))...)
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))

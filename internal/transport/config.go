@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/causeway-db/causeway/internal/grpcwin"
+	"github.com/causeway-db/causeway/internal/grpcopts"
 )
 
 // Config configures a node's Network.
@@ -131,5 +131,5 @@ func (c Config) ServerOptions() []grpc.ServerOption {
 	return append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(c.MaxMsgBytes),
 		grpc.MaxSendMsgSize(c.MaxMsgBytes),
-	}, grpcwin.ServerOptions()...)
+	}, grpcopts.ServerOptions()...)
 }

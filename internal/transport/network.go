@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
-	"github.com/causeway-db/causeway/internal/grpcwin"
+	"github.com/causeway-db/causeway/internal/grpcopts"
 )
 
 // Network is a node's raft transport: the Raft gRPC service for incoming
@@ -79,7 +79,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Network, 
 			grpc.MaxCallRecvMsgSize(cfg.MaxMsgBytes),
 			grpc.MaxCallSendMsgSize(cfg.MaxMsgBytes),
 		),
-	}, append(grpcwin.DialOptions(), cfg.DialOptions...)...)
+	}, append(grpcopts.DialOptions(), cfg.DialOptions...)...)
 	if cfg.KeepaliveInterval > 0 {
 		n.stopKeepalives, n.keepalivesDone = make(chan struct{}), make(chan struct{})
 		go func() {
