@@ -346,6 +346,10 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 	}
 	n := len(c.cfg.Endpoints)
 	failovers := 0
+	// answered is the last error a server answered with before the
+	// attempt's deadline: when a later attempt ends only by the caller's
+	// deadline, it says why the call did not succeed.
+	var answered error
 	for attempt := 0; ; attempt++ {
 		ep := pinned
 		if ep < 0 {
@@ -362,13 +366,17 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		err := call(actx, ep)
+		cut := actx.Err() != nil
 		cancel()
 		if err == nil {
 			return nil
 		}
+		if !cut {
+			answered = err
+		}
 		retry, failover := retryable(ctx, err)
 		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
-			return err
+			return withAnswer(err, cut, answered)
 		}
 		if failover && pinned < 0 && n > 1 {
 			next := (ep + 1) % n
@@ -393,10 +401,26 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return withAnswer(err, cut, answered)
 		case <-t.C:
 		}
 	}
+}
+
+// withAnswer returns err, the error of a call's last attempt; if that
+// attempt was cut by a deadline and an earlier one was answered, the
+// error (with err's code) also says what the server answered: a wait that
+// the server explained (a session moving between sites, a write waiting
+// for other sites) is otherwise reported as a bare deadline.
+func withAnswer(err error, cut bool, answered error) error {
+	if !cut || answered == nil || answered == err {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%w (the last answer before it: %s)", err, status.Convert(answered).Message())
+	}
+	return status.Errorf(st.Code(), "%s (the last answer before it: %s)", st.Message(), status.Convert(answered).Message())
 }
 
 // routeKey names the key a call is about, for leader routing; learn

@@ -306,6 +306,23 @@ func TestCallerDeadlineBoundsAttempts(t *testing.T) {
 	}
 }
 
+// TestDeadlineKeepsTheLastAnswer: the first attempt is answered with a
+// retryable error that says why (a session waiting to move, say); the
+// retry is cut by the caller's deadline. The call's error keeps the
+// deadline's code and says what the server answered.
+func TestDeadlineKeepsTheLastAnswer(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	f.FailNextData(codes.Unavailable)
+	f.BlockFrom(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, []byte("k"))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "the last answer before it: injected Unavailable") {
+		t.Fatalf("err = %v, want DeadlineExceeded with the first attempt's answer", err)
+	}
+}
+
 func TestRequestTimeoutRetries(t *testing.T) {
 	f, addr := startFake(t)
 	f.Block(true)

@@ -44,6 +44,7 @@ type Server struct {
 		failData  []codes.Code
 		lose      int
 		block     bool
+		blockFrom int // calls numbered from it block (0: none)
 		calls     int
 		putIDs    []*kvv1.RequestID
 		sessions  [][]byte
@@ -138,6 +139,14 @@ func (s *Server) Block(on bool) {
 	s.mu.block = on
 }
 
+// BlockFrom makes the nth call from now, and every later one, wait until
+// its context ends (n = 1: the next call).
+func (s *Server) BlockFrom(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.blockFrom = s.mu.calls + n
+}
+
 // Calls returns the number of calls received.
 func (s *Server) Calls() int {
 	s.mu.Lock()
@@ -183,7 +192,7 @@ func (s *Server) enterLocked(ctx context.Context, h *kvv1.RequestHeader) error {
 	if h != nil {
 		s.mu.sessions = append(s.mu.sessions, h.GetSession())
 	}
-	if s.mu.block {
+	if s.mu.block || (s.mu.blockFrom > 0 && s.mu.calls >= s.mu.blockFrom) {
 		s.mu.Unlock()
 		<-ctx.Done()
 		s.mu.Lock()

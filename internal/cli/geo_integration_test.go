@@ -127,7 +127,7 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 	// A write that needs every site while one is cut off commits here and
 	// says so: not lost, not confirmed.
 	r = run("--timeout", "3s", "put", "--durability", "all", "cut", "v")
-	if r.code == ExitOK || !strings.Contains(r.stderr, "committed at site s1") || !strings.Contains(r.stderr, "not lost") {
+	if r.code == ExitOK || !strings.Contains(r.stderr, "committed and applied at site s1") || !strings.Contains(r.stderr, "not lost") {
 		t.Fatalf("put --durability all with s2 cut off: exit %d, stderr %q", r.code, r.stderr)
 	}
 	t.Logf("put --durability all with s2 cut off: exit %d: %s", r.code, r.stderr)

@@ -260,7 +260,7 @@ func (r *Router) waitDurable(ctx context.Context, sh placement.Shard, res fsm.Re
 				waited = since
 			}
 		}
-		return fmt.Errorf("%w: version %v committed at site %s; %d site(s) of its chain did not confirm it within %v of its commit (%v); it is not lost and keeps propagating", ErrRemoteDurability, res.Version, r.cfg.Site, n, waited.Round(time.Millisecond), err)
+		return fmt.Errorf("%w: version %v is committed and applied at site %s; the first %d sites of its chain (%s included) had not all applied it %v after its commit (%v); it is not lost and keeps propagating", ErrRemoteDurability, res.Version, r.cfg.Site, n, r.cfg.Site, waited.Round(time.Millisecond), err)
 	}
 	r.metrics.durableWaitSec.Observe(time.Since(start).Seconds())
 	return nil
