@@ -116,12 +116,13 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 	if r := run("cluster", "repair", "--shard", "1"); r.code != ExitUsage {
 		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
 	}
+	mustOK(t, run("keyspace", "create", "orders", "--shards", "1", "--sites", "s1,s2"))
 	// A site that cannot be reached: the pairs fail, and the exit code
 	// says so.
 	s.Cut("s2")
 	r = run("--timeout", "60s", "cluster", "repair")
-	if r.code != ExitUnavailable || !strings.Contains(r.stdout, "-> s2: failed:") || !strings.Contains(r.stdout, "2 failed") ||
-		!strings.Contains(r.stderr, "2 shard-site pairs could not be repaired") {
+	if r.code != ExitUnavailable || !strings.Contains(r.stdout, "-> s2: failed:") || !strings.Contains(r.stdout, "3 failed") ||
+		!strings.Contains(r.stderr, "3 shard-site pairs could not be repaired") {
 		t.Fatalf("cluster repair with s2 cut off: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// A write that needs every site while one is cut off commits here and
@@ -131,6 +132,12 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 		t.Fatalf("put --durability all with s2 cut off: exit %d, stderr %q", r.code, r.stderr)
 	}
 	t.Logf("put --durability all with s2 cut off: exit %d: %s", r.code, r.stderr)
+	// A configuration change needs a majority of sites: s1 alone says so
+	// before the command's deadline.
+	r = run("--timeout", "3s", "keyspace", "set-sites", "orders", "--sites", "s2,s1")
+	if r.code != ExitUnavailable || !strings.Contains(r.stderr, "a majority of sites must be reachable") {
+		t.Fatalf("set-sites with s2 cut off: exit %d, stderr %q", r.code, r.stderr)
+	}
 	s.Heal()
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/deadline"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/snapstore"
@@ -314,17 +315,25 @@ func (c *Cluster) change(ctx context.Context, cmd Command) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	// The wait for a leader ends before the caller's deadline, so that a
+	// node cut off from a majority of sites says so.
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, deadline.Budget(ctx, 10*time.Second))
+	defer cancel()
 	for {
-		cfg, err := c.Apply(ctx, data)
+		cfg, err := c.Apply(wctx, data)
 		if err == nil {
 			c.observe(cfg)
 			return cfg, nil
 		}
-		if !errors.Is(err, ErrNoLeader) {
+		if !errors.Is(err, ErrNoLeader) && wctx.Err() == nil {
 			return Config{}, err
 		}
-		if serr := sleep(ctx, 100*time.Millisecond); serr != nil {
-			return Config{}, err
+		if serr := sleep(wctx, 100*time.Millisecond); serr != nil {
+			if ctx.Err() != nil {
+				return Config{}, ctx.Err()
+			}
+			return Config{}, fmt.Errorf("%w: no leader of the cluster configuration took the change within %v (a majority of sites must be reachable from this node; last: %v)", ErrNoLeader, time.Since(start).Round(time.Millisecond), err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/deadline"
 	"github.com/causeway-db/causeway/internal/guards"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -120,7 +121,7 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	}
 	if r.durability != nil && !guards.Off(guards.SessionArrival) {
 		start := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, waitBeforeDeadline(ctx, r.cfg.MoveWait))
+		wctx, cancel := context.WithTimeout(ctx, deadline.Budget(ctx, r.cfg.MoveWait))
 		var stamp uint64
 		var err error
 		what := "the versions it observed"
@@ -138,7 +139,7 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied %s within %v (%v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, what, time.Since(start).Round(time.Millisecond), err, from)
+			return fmt.Errorf("%w: the session was last served at site %s; site %s has not applied %s (this attempt waited %v: %v); retry, or use site %s", ErrSessionMoved, from, r.cfg.Site, what, time.Since(start).Round(time.Millisecond), err, from)
 		}
 		r.metrics.moves.WithLabelValues("arrived").Inc()
 		r.metrics.moveWaitSec.Observe(time.Since(start).Seconds())
@@ -170,7 +171,7 @@ const clusterIDWait = 2 * time.Second
 // waitClusterID polls for the cluster's id, up to clusterIDWait (0 if it
 // is still unknown).
 func (r *Router) waitClusterID(ctx context.Context) uint64 {
-	deadline := time.Now().Add(waitBeforeDeadline(ctx, clusterIDWait))
+	deadline := time.Now().Add(deadline.Budget(ctx, clusterIDWait))
 	for {
 		if id := r.durability.ClusterID(); id != 0 || !time.Now().Before(deadline) {
 			return id
@@ -181,18 +182,6 @@ func (r *Router) waitClusterID(ctx context.Context) uint64 {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// waitBeforeDeadline bounds a wait of at most limit so that it ends
-// before ctx's deadline, leaving a third of the remaining time (at most a
-// second) for the answer: the caller learns why the wait failed instead
-// of seeing only its own deadline.
-func waitBeforeDeadline(ctx context.Context, limit time.Duration) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
-		rem := time.Until(d)
-		limit = min(limit, rem-min(rem/3, time.Second))
-	}
-	return max(limit, 0)
 }
 
 // sitesWanted returns how many sites of the chain a write's durability
@@ -244,7 +233,7 @@ func (r *Router) waitDurable(ctx context.Context, sh placement.Shard, res fsm.Re
 		return fmt.Errorf("%w: version %v committed at site %s outside the shard's chain of sites (the chain was being set up); it reaches the other sites by anti-entropy, but its durability cannot be confirmed: write the key again to wait for the sites", ErrRemoteDurability, res.Version, r.cfg.Site)
 	}
 	start := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, waitBeforeDeadline(ctx, DurabilityWait))
+	wctx, cancel := context.WithTimeout(ctx, deadline.Budget(ctx, DurabilityWait))
 	defer cancel()
 	if err := r.durability.WaitDurable(wctx, sh, res.Seq, n); err != nil {
 		if ctx.Err() != nil {
