@@ -3,6 +3,7 @@
 # WAN delay between them, for development and demos.
 #
 #   scripts/geo.sh up       build bin/kvd, start every node, wait until ready
+#                           (with some running: restart the missing ones)
 #   scripts/geo.sh down     stop them (SIGTERM, then wait)
 #   scripts/geo.sh status   show which nodes run
 #
@@ -123,7 +124,29 @@ cmd_up() {
 		cmd_status
 		return 0
 	fi
-	((${#running[@]} == 0)) || die "${running[*]} already running; run 'scripts/geo.sh down' first"
+	if ((${#running[@]} > 0)); then
+		# Some nodes run (the others crashed or were killed): start the
+		# missing ones on their data, as they were started, and wait
+		# until they are ready.
+		local missing=()
+		for n in "${NODES[@]}"; do
+			[[ " ${running[*]} " == *" $n "* ]] || missing+=("$n")
+		done
+		[[ -x $KVD ]] || die "$KVD not found; run make build"
+		printf '%s running; restarting %s' "${running[*]}" "${missing[*]}"
+		deadline=$((SECONDS + READY_TIMEOUT))
+		for n in "${missing[@]}"; do
+			b=$(base "$n")
+			for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
+				port_busy "$p" && die "port $p (for $n) is in use"
+			done
+			start_node "$n"
+		done
+		for n in "${missing[@]}"; do WAIT_FAIL=die wait_http "$n" /readyz; done
+		echo " ready"
+		cmd_status
+		return 0
+	fi
 	for n in "${NODES[@]}"; do
 		b=$(base "$n")
 		for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
