@@ -60,6 +60,7 @@ BITES=(
   "state-checksum|./internal/storage|^TestChangedStateRecordIsRefusedAtOpen\$"
   "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
   "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
+  "leader-reach|./internal/clustertest|^TestCutOffNodeGivesUpLeadership\$"
 )
 
 want=("$@")

@@ -640,8 +640,15 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	// Live: registered nodes gossip reports alive, plus nodes down for
 	// less than the grace period.
 	aliveSet := map[string]bool{c.cfg.NodeID: true}
+	var unreachable map[string]int // nil while every node reaches every site
 	for _, n := range alive {
 		aliveSet[n.ID] = true
+		if n.Unreachable > 0 {
+			if unreachable == nil {
+				unreachable = map[string]int{}
+			}
+			unreachable[n.ID] = n.Unreachable
+		}
 	}
 	// A node whose address another node took is dead at once: it never
 	// answers again.
@@ -667,12 +674,12 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	}
 	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
-		key := balanceKey(st.Map.Epoch, live)
+		key := balanceKey(st.Map.Epoch, live, unreachable)
 		now := time.Now()
 		if key == c.balancedKey && now.Before(c.balanceDue) {
 			return false, nil
 		}
-		moves, err := c.balanceLeaders(ctx, st, aliveSet)
+		moves, err := c.balanceLeaders(ctx, st, aliveSet, unreachable)
 		c.balancedKey, c.balanceDue = "", time.Time{}
 		if moves == 0 && err == nil {
 			c.balancedKey, c.balanceDue = key, now.Add(c.cfg.LeaderBalanceInterval)
@@ -726,10 +733,10 @@ func (c *Catalog) addShards(ctx context.Context, m placement.Map, up []placement
 // MaxConcurrentSteps transfers a round), so that every node leads about as
 // many shards: leaders do the log writes and serve the writes and STRONG
 // reads of their shards.
-func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string]bool) (int, error) {
+func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string]bool, unreachable map[string]int) (int, error) {
 	moves := 0
 	var errs []error
-	targets := leaderTargets(st.Map, alive)
+	targets := leaderTargets(st.Map, alive, unreachable)
 	for _, s := range st.Map.SortedShards() {
 		want, ok := targets[s]
 		if !ok || moves >= c.cfg.MaxConcurrentSteps {
@@ -769,8 +776,43 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string
 // Repeated every balancing round, that left a shard the dead node had led
 // unwritable for more than a minute (TestLeaderKillUnderLoad;
 // TestLeaderTargetsAreAlive).
-func leaderTargets(m placement.Map, alive map[string]bool) map[placement.Shard]placement.NodeID {
+//
+// A preferred leader that reaches fewer other sites than another alive
+// voter of its shard (gossip's Unreachable counts, unreachable) gives way
+// to the best connected voter that leads the fewest shards so far: a
+// leader ships its shard's writes to the other sites, and one cut off from
+// them holds every write of its shard back from the chain while its site's
+// other nodes could ship them (docs/adr/031). When a whole site is cut
+// off, its nodes count alike and nothing moves.
+func leaderTargets(m placement.Map, alive map[string]bool, unreachable map[string]int) map[placement.Shard]placement.NodeID {
 	targets := placement.PreferredLeaders(m)
+	if len(unreachable) > 0 && !guards.Off(guards.LeaderReach) {
+		load := map[placement.NodeID]int{}
+		for _, n := range targets {
+			load[n]++
+		}
+		for _, s := range m.SortedShards() {
+			n, ok := targets[s]
+			if !ok {
+				continue
+			}
+			best, bestCount := n, unreachable[string(n)]
+			for _, r := range m.Shards[s] {
+				c := unreachable[string(r.Node)]
+				if !r.Voter || !alive[string(r.Node)] || r.Node == n {
+					continue
+				}
+				if c < bestCount || (c == bestCount && best != n && (load[r.Node] < load[best] || load[r.Node] == load[best] && r.Node < best)) {
+					best, bestCount = r.Node, c
+				}
+			}
+			if best != n {
+				load[n]--
+				load[best]++
+				targets[s] = best
+			}
+		}
+	}
 	for s, n := range targets {
 		if !alive[string(n)] && !guards.Off(guards.LeaderToAlive) {
 			delete(targets, s)
@@ -780,11 +822,14 @@ func leaderTargets(m placement.Map, alive map[string]bool) map[placement.Shard]p
 }
 
 // balanceKey identifies what leader balancing depends on: the placement map
-// (by epoch) and the live nodes.
-func balanceKey(epoch uint64, live []placement.NodeID) string {
+// (by epoch), the live nodes and how many sites each cannot reach.
+func balanceKey(epoch uint64, live []placement.NodeID, unreachable map[string]int) string {
 	ids := make([]string, len(live))
 	for i, id := range live {
 		ids[i] = string(id)
+		if n := unreachable[string(id)]; n > 0 {
+			ids[i] += "!" + strconv.Itoa(n)
+		}
 	}
 	sort.Strings(ids)
 	return strconv.FormatUint(epoch, 10) + "|" + strings.Join(ids, ",")

@@ -54,6 +54,9 @@ type Node struct {
 	PeerAddr   string `json:"peer_addr"`
 	ClientAddr string `json:"client_addr"`
 	Draining   bool   `json:"draining,omitempty"`
+	// Unreachable is, for an alive node (Members.Alive), how many other
+	// sites it could not reach lately (gossip; not stored).
+	Unreachable int `json:"-"`
 }
 
 // RemovedNode is a node removed from the site for good (docs/adr/030).

@@ -208,13 +208,21 @@ type Service struct {
 	// their stream's lock, and code that holds mu takes stream locks.
 	pingMu lockorder.Mutex      // rankPing
 	pings  map[string]pingState // per site; REQUIRES: pingMu
+
+	onReach   func(unreachable int) // see OnReach; set before Run
+	lastReach int                   // pingLoop's
 }
 
 type pingState struct {
-	lastOK, lastTry time.Time
-	rtt             time.Duration
-	ok              bool
+	lastOK, lastTry, firstTry time.Time
+	rtt                       time.Duration
+	ok                        bool
 }
+
+// OnReach sets f to be called, from the ping loop, whenever the number
+// of other sites this node has not reached for three ping rounds changes
+// (the server announces it in gossip: docs/adr/031). Call it before Run.
+func (s *Service) OnReach(f func(unreachable int)) { s.onReach = f }
 
 // New returns the service; Run starts its loops.
 func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, logger *slog.Logger, m *Metrics) *Service {

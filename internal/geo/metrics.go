@@ -21,6 +21,7 @@ type Metrics struct {
 	shipSec                prometheus.Histogram
 	stabilitySec           prometheus.Histogram
 	rtt                    *prometheus.GaugeVec
+	unreachable            prometheus.Gauge
 	rebuilt                *prometheus.CounterVec
 }
 
@@ -69,6 +70,8 @@ func newMetrics() *Metrics {
 		stabilitySec: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "causeway", Subsystem: "geo", Name: "stability_seconds",
 			Help:    "Time from a write of this site to its global stability (applied at every site of its chain), for the newest write each time a shard's stable point advances.",
 			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		unreachable: prometheus.NewGauge(prometheus.GaugeOpts(o("unreachable_sites",
+			"Other sites this node has not reached for three ping rounds; the site catalog moves shard leadership off a node that reaches fewer sites than another replica of the shard."))),
 		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("site_rtt_seconds",
 			"Last measured round trip to a site (ping through the peer API).")), []string{"site"}),
 		rebuilt: prometheus.NewCounterVec(prometheus.CounterOpts(o("rebuilt_replicas_total",
@@ -80,6 +83,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt, m.rebuilt)
+		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt, m.unreachable, m.rebuilt)
 	return m
 }

@@ -459,6 +459,9 @@ func (s *Service) pingLoop(ctx context.Context) {
 			busy := !ps.lastTry.IsZero() && ps.lastTry.After(ps.lastOK) && time.Since(ps.lastTry) < s.cfg.CallTimeout
 			if !busy {
 				ps.lastTry = time.Now()
+				if ps.firstTry.IsZero() {
+					ps.firstTry = ps.lastTry
+				}
 				s.pings[site] = ps
 			}
 			s.pingMu.Unlock()
@@ -485,12 +488,38 @@ func (s *Service) pingLoop(ctx context.Context) {
 				}
 			})
 		}
+		if n := s.unreachableSites(cfg.SiteNames()); n != s.lastReach {
+			s.log.Info("sites this node cannot reach", "count", n, "was", s.lastReach)
+			s.lastReach = n
+			s.m.unreachable.Set(float64(n))
+			if s.onReach != nil {
+				s.onReach(n)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// unreachableSites counts the other sites of sites that no ping has
+// reached for three ping rounds, of those pinged for that long.
+func (s *Service) unreachableSites(sites []string) int {
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
+	n := 0
+	for _, site := range sites {
+		ps, ok := s.pings[site]
+		if site == s.cfg.Site || !ok || ps.firstTry.IsZero() {
+			continue
+		}
+		if quiet := 3 * s.cfg.PingEvery; time.Since(ps.firstTry) > quiet && time.Since(ps.lastOK) > quiet {
+			n++
+		}
+	}
+	return n
 }
 
 // pingOK returns when a ping last reached site.

@@ -187,6 +187,11 @@ const (
 	// cluster whose site names match is served here, its floors taken for
 	// this cluster's versions.
 	ClusterSession
+	// LeaderReach moves shard leadership away from a node that reaches
+	// fewer other sites than another voter of the shard (catalog
+	// leaderTargets, docs/adr/031); off, a node cut off from the other
+	// sites keeps leading its shards, whose writes then stay at its site.
+	LeaderReach
 )
 
 var names = map[Guard]string{
@@ -225,6 +230,7 @@ var names = map[Guard]string{
 	StateChecksum:        "state-checksum",
 	RemoveSiteCheck:      "remove-site-check",
 	ClusterSession:       "cluster-session",
+	LeaderReach:          "leader-reach",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -237,7 +243,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

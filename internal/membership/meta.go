@@ -19,15 +19,18 @@ const (
 	// MaxAddrLen is the longest ClientAddr or PeerAddr.
 	MaxAddrLen = 128
 	// MaxMetaSize is the largest encoding MarshalBinary produces.
-	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen) + 8
+	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen) + 8 + 1
 )
 
 // metaVersion is the version byte MarshalBinary writes for a Meta without
 // an Incarnation; metaVersionIncarnation, followed by the version-1
-// fields and the incarnation (8 bytes, big endian), for one with.
+// fields and the incarnation (8 bytes, big endian), for one with;
+// metaVersionReach, followed by the version-2 fields and Unreachable (1
+// byte), for one with both.
 const (
 	metaVersion            = 1
 	metaVersionIncarnation = 2
+	metaVersionReach       = 3
 )
 
 // Compile-time check that every valid Meta fits memberlist's node meta.
@@ -47,6 +50,11 @@ type Meta struct {
 	// Incarnation is the node's site incarnation (docs/adr/029), 0 while
 	// it has none.
 	Incarnation uint64
+	// Unreachable is how many other sites the node could not reach lately
+	// (docs/adr/031): the site catalog prefers shard leaders that reach
+	// as many sites as their site's best connected node. Announced only
+	// with an Incarnation.
+	Unreachable uint8
 }
 
 // Name is the node's memberlist name, Site + "/" + NodeID. Names are unique
@@ -83,6 +91,9 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	version := byte(metaVersion)
 	if m.Incarnation != 0 {
 		version = metaVersionIncarnation
+		if m.Unreachable != 0 {
+			version = metaVersionReach
+		}
 	}
 	b = append(b, version)
 	for _, f := range [...]string{m.Site, m.NodeID, m.ClientAddr, m.PeerAddr} {
@@ -91,6 +102,9 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	}
 	if m.Incarnation != 0 {
 		b = binary.BigEndian.AppendUint64(b, m.Incarnation)
+		if m.Unreachable != 0 {
+			b = append(b, m.Unreachable)
+		}
 	}
 	return b, nil
 }
@@ -127,6 +141,7 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		rest = rest[n:]
 	}
 	var inc uint64
+	var unreachable uint8
 	switch {
 	case version == metaVersion && len(rest) > 0:
 		return fmt.Errorf("%w: %d trailing bytes", ErrMalformedMeta, len(rest))
@@ -137,8 +152,14 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		if inc = binary.BigEndian.Uint64(rest); inc == 0 {
 			return fmt.Errorf("%w: incarnation 0", ErrMalformedMeta)
 		}
+		if version >= metaVersionReach {
+			if len(rest) < 9 || (version == metaVersionReach && len(rest) != 9) {
+				return fmt.Errorf("%w: version %d with %d bytes after the addresses", ErrMalformedMeta, version, len(rest))
+			}
+			unreachable = rest[8]
+		}
 	}
-	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3], Incarnation: inc}
+	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3], Incarnation: inc, Unreachable: unreachable}
 	if err := dec.Validate(); err != nil {
 		return err
 	}

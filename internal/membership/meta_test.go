@@ -20,8 +20,10 @@ func TestMetaRoundTrip(t *testing.T) {
 		NodeID:     strings.Repeat("n", MaxNameLen),
 		ClientAddr: strings.Repeat("c", MaxAddrLen-6) + ":65535",
 		PeerAddr:   "[" + strings.Repeat("a", MaxAddrLen-4) + "]:1",
-		// The largest meta carries an incarnation.
+		// The largest meta carries an incarnation and an unreachable
+		// count.
 		Incarnation: 1 << 63,
+		Unreachable: 255,
 	}
 	for _, m := range []Meta{
 		validMeta(),
@@ -138,15 +140,41 @@ func TestUnmarshalGarbage(t *testing.T) {
 func TestUnmarshalNewerVersion(t *testing.T) {
 	m := validMeta()
 	m.Incarnation = 0x0102030405060708
-	b := encodeFields(3, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr)
-	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8)
+	m.Unreachable = 2
+	b := encodeFields(4, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr)
+	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8, 2)
 	b = append(b, encodeFields(0, "zone-a")[1:]...)
 	var got Meta
 	if err := got.UnmarshalBinary(b); err != nil {
-		t.Fatalf("UnmarshalBinary(version 3): %v", err)
+		t.Fatalf("UnmarshalBinary(version 4): %v", err)
 	}
 	if got != m {
 		t.Fatalf("got %+v, want %+v", got, m)
+	}
+}
+
+// TestMetaUnreachable: a Meta with an incarnation and unreachable sites
+// encodes as version 3 and decodes to itself; a node of the previous
+// release reads it as its version-2 prefix; without an incarnation the
+// count is not announced.
+func TestMetaUnreachable(t *testing.T) {
+	m := validMeta()
+	m.Incarnation, m.Unreachable = 7, 2
+	b, err := m.MarshalBinary()
+	if err != nil || b[0] != metaVersionReach {
+		t.Fatalf("MarshalBinary: version %d, %v", b[0], err)
+	}
+	var got Meta
+	if err := got.UnmarshalBinary(b); err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if err := got.UnmarshalBinary(b[:len(b)-1]); !errors.Is(err, ErrMalformedMeta) {
+		t.Fatalf("version 3 without its count: %v", err)
+	}
+	m.Incarnation = 0
+	b, _ = m.MarshalBinary()
+	if b[0] != metaVersion {
+		t.Fatalf("without an incarnation: version %d, want 1", b[0])
 	}
 }
 

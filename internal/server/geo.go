@@ -7,6 +7,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/geo"
+	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/rpc"
 )
 
@@ -34,6 +35,9 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 	gcfg.Site, gcfg.NodeID = s.cfg.Site, s.cfg.NodeID
 	s.geo = geo.New(gcfg, s.host, s.router, s.clusterConfig, s.pool, s.log.With("component", "geo"), geo.NewMetrics(s.reg))
 	s.router.SetDurability(s.geo)
+	s.geo.OnReach(func(n int) {
+		s.updateMeta("the unreachable site count", func(m *membership.Meta) { m.Unreachable = uint8(min(n, 255)) })
+	})
 	peerv1.RegisterChainServer(s.peer, s.geo)
 	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults()}, m))
 	ctx, cancel := context.WithCancel(context.Background())

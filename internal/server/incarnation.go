@@ -61,12 +61,21 @@ func (s *Server) initIncarnation(fresh bool) error {
 // meta: the nodes of another incarnation of the site take it for a node
 // that is not alive (siteMembers).
 func (s *Server) announceIncarnation(v uint64) {
+	s.updateMeta("the site incarnation", func(m *membership.Meta) { m.Incarnation = v })
+}
+
+// updateMeta changes the node's gossip meta with f and announces it; what
+// names the change in a failure's warning. Changes are applied one at a
+// time, each to the meta the last one left.
+func (s *Server) updateMeta(what string, f func(*membership.Meta)) {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
 	meta := s.members.Local().Meta
-	meta.Incarnation = v
+	f(&meta)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.members.UpdateMeta(ctx, meta); err != nil && !errors.Is(err, membership.ErrClosed) {
-		s.log.Warn("announcing the site incarnation in gossip", "err", err)
+		s.log.Warn("announcing "+what+" in gossip", "err", err)
 	}
 }
 

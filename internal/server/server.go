@@ -72,6 +72,8 @@ type Server struct {
 
 	dirLock *os.File // flock on DataDir, held until Stop ends
 
+	metaMu sync.Mutex // serializes gossip meta updates (updateMeta)
+
 	db      *storage.DB // MVCC state
 	logDB   *storage.DB // raft stable stores
 	wal     *wal.WAL    // raft logs
