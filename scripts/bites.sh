@@ -61,6 +61,7 @@ BITES=(
   "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
   "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
   "leader-reach|./internal/clustertest|^TestCutOffNodeGivesUpLeadership\$"
+  "log-kept|./internal/server|^TestTruncatedLogIsRefused\$"
 )
 
 want=("$@")

@@ -192,6 +192,12 @@ const (
 	// leaderTargets, docs/adr/031); off, a node cut off from the other
 	// sites keeps leading its shards, whose writes then stay at its site.
 	LeaderReach
+	// LogKept refuses to open a replica whose raft log lost entries: a gap
+	// after the newest snapshot, or, for its group's only voter, entries
+	// the state database applied beyond the log's end (shard.checkLogKept);
+	// off, the node starts, and new writes are numbered over the lost ones
+	// and skipped as applied.
+	LogKept
 )
 
 var names = map[Guard]string{
@@ -231,6 +237,7 @@ var names = map[Guard]string{
 	RemoveSiteCheck:      "remove-site-check",
 	ClusterSession:       "cluster-session",
 	LeaderReach:          "leader-reach",
+	LogKept:              "log-kept",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -243,7 +250,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -29,8 +29,10 @@ import (
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/vfs"
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // Transports hands out one raft transport per group.
@@ -399,6 +401,12 @@ func (h *Host) Run(ctx context.Context, next func() (placement.Map, <-chan struc
 		var retry <-chan time.Time
 		if len(m.Shards) > 0 {
 			if err := h.Reconcile(m); err != nil {
+				if damaged(err) && h.deps.Base.OnFatal != nil {
+					// A replica's files are damaged: retrying cannot help,
+					// and a node that serves without the replica hides it.
+					h.deps.Base.OnFatal(err)
+					return
+				}
 				h.log.Warn("reconciling shard replicas", "err", err)
 				retry = time.After(time.Second)
 			}
@@ -410,6 +418,11 @@ func (h *Host) Run(ctx context.Context, next func() (placement.Map, <-chan struc
 		case <-retry:
 		}
 	}
+}
+
+// damaged reports whether err says a replica's files are damaged.
+func damaged(err error) bool {
+	return errors.Is(err, shard.ErrLogLost) || errors.Is(err, snapstore.ErrLogGap) || errors.Is(err, snapstore.ErrCorrupt) || errors.Is(err, wal.ErrCorrupt)
 }
 
 // Close closes every replica (their data stays).

@@ -18,6 +18,7 @@ import (
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 	"github.com/causeway-db/causeway/internal/wal"
 )
@@ -283,4 +284,82 @@ func TestDamagedValueReadStopsTheNode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, stateFile) + damagedSuffix); err != nil {
 		t.Fatalf("the damaged state database was not kept aside: %v", err)
 	}
+}
+
+// TestTruncatedLogIsRefused: the write-ahead log of a single node lost its
+// last records while the node was stopped (the segment cut short, as a
+// truncated copy or a lost file tail leaves it), and its state database,
+// of the same boot, applied them. The node stops with an error naming the
+// shard and the recovery procedure instead of numbering new writes over
+// the lost ones (the state machine skipped those as applied, and they
+// failed with "unexpected apply response"). Records zeroed at the end
+// (which look like the log's preallocated space) are refused the same way.
+// With the log-kept guard off the node serves on.
+func TestTruncatedLogIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	for i := 0; i < 300; i++ {
+		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
+	}
+	n.srv.Stop()
+	segs, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments: %v, %v", segs, err)
+	}
+	raw, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(raw)
+	for end > 0 && raw[end-1] == 0 {
+		end--
+	}
+	for name, damage := range map[string]func(seg string) error{
+		"cut":    func(seg string) error { return os.Truncate(seg, int64(end-4000)) },
+		"zeroed": func(seg string) error { return zeroRange(seg, int64(end-4000), 4000) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			crash := t.TempDir()
+			copyDir(t, dir, crash)
+			if err := damage(filepath.Join(crash, walDir, filepath.Base(segs[0]))); err != nil {
+				t.Fatal(err)
+			}
+			same := testConfig(crash)
+			same.Shards, same.BootID = 2, "boot-1"
+			srv, err := New(same, quietLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err = srv.Start(); err == nil {
+				ran := make(chan error, 1)
+				go func() { ran <- srv.Run(context.Background()) }()
+				select {
+				case err = <-ran:
+				case <-time.After(15 * time.Second):
+					srv.Stop()
+					t.Fatal("the node serves on a log that lost committed entries")
+				}
+			}
+			if !errors.Is(err, shard.ErrLogLost) || !strings.Contains(err.Error(), "docs/operations.md") {
+				t.Fatalf("start on a log that lost entries: %v", err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// zeroRange overwrites n bytes of the file at path with zeros, from off.
+func zeroRange(path string, off int64, n int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(make([]byte, n), off); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

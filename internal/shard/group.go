@@ -230,6 +230,9 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err := g.catchUpFromSnapshot(snaps); err != nil {
 		return nil, err
 	}
+	if err := g.checkLogKept(store, snaps); err != nil {
+		return nil, err
+	}
 	has, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
@@ -322,6 +325,64 @@ func (g *Group) catchUpFromSnapshot(snaps raft.SnapshotStore) error {
 		return fmt.Errorf("shard %s: open snapshot: %w", g.id, err)
 	}
 	return g.fsm.Restore(rc)
+}
+
+// ErrLogLost: the replica's raft log lost entries it had stored (a
+// write-ahead log segment deleted, truncated or zeroed): entries after the
+// newest snapshot are missing, or this replica, its group's only voter,
+// applied entries the log no longer holds. The replica refuses to open.
+var ErrLogLost = errors.New("shard: the raft log lost committed entries")
+
+// checkLogKept refuses to open a replica whose log lost entries. Raft
+// reads every entry after the newest snapshot when it starts (a gap there
+// made it panic). A state database that applied entries beyond the end of
+// the log proves committed entries gone: with other voters, they send them
+// again (the state machine skips what it applied); as the only voter, the
+// group would number its next entries over them, and the state machine
+// would skip those as applied already.
+func (g *Group) checkLogKept(store storage.GroupStore, snaps raft.SnapshotStore) error {
+	list, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", g.id, err)
+	}
+	var snap uint64
+	if len(list) > 0 {
+		snap = list[0].Index
+	}
+	const help = `refusing to start (see "A damaged data directory" in docs/operations.md)`
+	if gl, ok := store.(interface {
+		Gap(uint64) (uint64, uint64, bool)
+	}); ok {
+		if first, last, gap := gl.Gap(snap); gap {
+			return fmt.Errorf("%w: shard %s: the log lacks entries %d to %d, after the newest snapshot (%d): a write-ahead log segment was deleted or damaged; %s",
+				ErrLogLost, g.id, first, last, snap, help)
+		}
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", g.id, err)
+	}
+	applied, _, _ := g.fsm.Applied()
+	if applied <= max(last, snap) || guards.Off(guards.LogKept) {
+		return nil
+	}
+	if conf, err := recovery.LatestConfiguration(store, snaps); err == nil && voters(conf) > 1 {
+		g.log.Warn("the state database applied raft entries the log no longer holds; the group's other voters send them again",
+			"applied", applied, "log_last", last, "snapshot", snap)
+		return nil
+	}
+	return fmt.Errorf("%w: shard %s: the state database applied raft entries up to %d, but the log ends at %d and the newest snapshot at %d: committed entries are gone from the write-ahead log (a segment truncated, zeroed or deleted), and no other replica holds them; %s",
+		ErrLogLost, g.id, applied, last, snap, help)
+}
+
+func voters(c raft.Configuration) int {
+	n := 0
+	for _, s := range c.Servers {
+		if s.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
 }
 
 // ID returns the shard this group replicates.

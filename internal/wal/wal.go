@@ -845,6 +845,30 @@ func (l *Log) LastIndex() (uint64, error) {
 	return 0, nil
 }
 
+// Gap returns the first range of indexes above after, and up to the last
+// index, that the log does not hold (ok false when it holds all of them).
+// Raft reads every entry after its newest snapshot when it starts: a gap
+// there means entries were lost (a segment deleted or damaged).
+func (l *Log) Gap(after uint64) (first, last uint64, ok bool) {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	g := l.w.mu.groups[l.group]
+	if g == nil {
+		return 0, 0, false
+	}
+	prev := after
+	for _, r := range g.runs {
+		if r.last() <= after {
+			continue
+		}
+		if r.first > prev+1 {
+			return prev + 1, r.first - 1, true
+		}
+		prev = r.last()
+	}
+	return 0, 0, false
+}
+
 // GetLog implements raft.LogStore. It reads the entry's record from its
 // segment file and checks it.
 func (l *Log) GetLog(index uint64, out *raft.Log) error {

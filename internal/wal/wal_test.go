@@ -740,3 +740,30 @@ func TestRecordLargerThanASegment(t *testing.T) {
 	check(w)
 	checkRange(t, w.Log("g"), 1, 3)
 }
+
+// TestGap: Gap reports the first range above a given index that a group's
+// log lacks (as a deleted segment leaves it), and nothing when the log is
+// whole above it.
+func TestGap(t *testing.T) {
+	w := open(t, testConfig(t.TempDir()))
+	l := w.Log("g")
+	store(t, l, entries("g", 1, 10, 1))
+	if _, _, ok := l.Gap(0); ok {
+		t.Fatal("a whole log has a gap")
+	}
+	if err := l.DeleteRange(4, 6); err != nil {
+		t.Fatal(err)
+	}
+	if first, last, ok := l.Gap(0); !ok || first != 4 || last != 6 {
+		t.Fatalf("Gap(0) = %d, %d, %v; want 4, 6, true", first, last, ok)
+	}
+	if first, last, ok := l.Gap(4); !ok || first != 5 || last != 6 {
+		t.Fatalf("Gap(4) = %d, %d, %v; want 5, 6, true", first, last, ok)
+	}
+	if _, _, ok := l.Gap(6); ok {
+		t.Fatal("Gap(6): the log is whole above 6")
+	}
+	if _, _, ok := w.Log("none").Gap(0); ok {
+		t.Fatal("an empty log has a gap")
+	}
+}
