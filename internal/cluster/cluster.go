@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -128,7 +130,11 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 		// The file is a copy of what the group's log and snapshots hold:
 		// start as without it and learn the configuration again from the
 		// group, keeping the damaged file for the operator.
+		// A file of its own for every damage found: none replaces another.
 		moved := opts.StatePath + ".damaged"
+		if _, serr := os.Stat(moved); serr == nil {
+			moved += "-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		}
 		if rerr := os.Rename(opts.StatePath, moved); rerr != nil {
 			return nil, fmt.Errorf("%w (and moving it aside failed: %v)", err, rerr)
 		}
@@ -545,22 +551,76 @@ func loadState(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("cluster: read %s: %w", path, err)
 	}
-	cfg, err := decodeConfig(b)
+	cfg, err := decodeState(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %w", errDamagedState, path, err)
 	}
 	return cfg, nil
 }
 
-// errDamagedState: the kept configuration file does not decode.
+// errDamagedState: the kept configuration file does not decode, or fails
+// its checksum.
 var errDamagedState = errors.New("cluster: the kept configuration is damaged")
+
+// stateFile is the layout of the kept configuration (cluster.json): the
+// configuration and a CRC-32C of its bytes as stored, so that a changed
+// byte that leaves valid JSON (a digit of a shard count) is found. A file
+// of earlier releases holds the configuration alone.
+type stateFile struct {
+	Format int             `json:"format"`
+	CRC32C string          `json:"crc32c"`
+	Config json.RawMessage `json:"config"`
+}
+
+const stateFormat = 2
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeState(cfg Config) ([]byte, error) {
+	b, err := json.MarshalIndent(cfg, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(stateFile{Format: stateFormat, CRC32C: fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)), Config: b}, "", "  ")
+}
+
+func decodeState(b []byte) (Config, error) {
+	var f stateFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Format == 0 {
+		return decodeConfig(b) // an earlier release's file
+	}
+	if f.Format != stateFormat {
+		return Config{}, fmt.Errorf("format %d, this build reads %d", f.Format, stateFormat)
+	}
+	// The configuration's bytes as stored: MarshalIndent re-indents a
+	// raw message by its position, so compact both sides.
+	var stored, raw bytes.Buffer
+	if err := json.Compact(&stored, f.Config); err != nil {
+		return Config{}, err
+	}
+	cfg, err := decodeConfig(stored.Bytes())
+	if err != nil {
+		return Config{}, err
+	}
+	canon, err := json.MarshalIndent(cfg, "  ", "  ")
+	if err != nil {
+		return Config{}, err
+	}
+	if err := json.Compact(&raw, canon); err != nil {
+		return Config{}, err
+	}
+	if got := fmt.Sprintf("%08x", crc32.Checksum(canon, castagnoli)); got != f.CRC32C || !bytes.Equal(raw.Bytes(), stored.Bytes()) {
+		return Config{}, fmt.Errorf("checksum %s, stored %s", got, f.CRC32C)
+	}
+	return cfg, nil
+}
 
 // saveState keeps cfg in path, atomically.
 func saveState(path string, cfg Config) error {
 	if path == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
+	b, err := encodeState(cfg)
 	if err != nil {
 		return err
 	}

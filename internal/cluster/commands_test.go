@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -80,5 +82,32 @@ func TestDecodeCommand(t *testing.T) {
 		if _, err := decodeCommand([]byte(bad)); !errors.Is(err, ErrUnknownCommand) {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TestKeptStateChecksum: the kept configuration round-trips; a changed
+// digit that leaves valid JSON fails its checksum; a file of an earlier
+// release (the configuration alone) is read as it is.
+func TestKeptStateChecksum(t *testing.T) {
+	cfg := Config{Version: 7, ID: 42, Sites: map[string]Site{"s1": {Name: "s1", Nodes: map[string]Node{"n1": {ID: "n1", Site: "s1", PeerAddr: "a:1", Voter: true}}}},
+		Keyspaces: map[string]Keyspace{DefaultKeyspace: {Name: DefaultKeyspace, Shards: 16}}}
+	b, err := encodeState(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeState(b)
+	if err != nil || back.ID != 42 || back.Keyspaces[DefaultKeyspace].Shards != 16 {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	changed := bytes.Replace(b, []byte(`"shards": 16`), []byte(`"shards": 17`), 1)
+	if bytes.Equal(changed, b) {
+		t.Fatalf("no shard count in %s", b)
+	}
+	if got, err := decodeState(changed); err == nil {
+		t.Fatalf("a changed shard count was accepted: %+v", got.Keyspaces)
+	}
+	legacy, _ := json.MarshalIndent(cfg, "", "  ")
+	if got, err := decodeState(legacy); err != nil || got.Keyspaces[DefaultKeyspace].Shards != 16 {
+		t.Fatalf("an earlier release's file: %+v, %v", got, err)
 	}
 }

@@ -136,6 +136,10 @@ func TestDamagedStateIsRebuilt(t *testing.T) {
 // cluster configuration for when its group is out of reach. A copy that
 // does not decode is moved aside and the configuration, keyspaces
 // included, is learnt again from the group's log and snapshots.
+//
+// TestDamagedClusterFileIsRelearned: a cluster.json that does not decode,
+// or whose checksum fails (a digit changed), is kept aside and the
+// configuration learnt again.
 func TestDamagedClusterFileIsRelearned(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
@@ -157,16 +161,31 @@ func TestDamagedClusterFileIsRelearned(t *testing.T) {
 	n.srv.Stop()
 
 	path := filepath.Join(dir, clusterFile)
-	if err := os.WriteFile(path, []byte(`{"sites": {"local": garbage`), 0o600); err != nil {
+	kept, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	n2 := start(t, cfg)
-	waitFor(t, 20*time.Second, "keyspace orders is served again", func() bool {
-		g, err := n2.kv.Get(ctx(t), &kvv1.GetRequest{Header: &kvv1.RequestHeader{Keyspace: "orders"}, Key: []byte("o1"), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
-		return err == nil && string(g.Value) == "paid"
-	})
-	if _, err := os.Stat(path + damagedSuffix); err != nil {
-		t.Fatalf("the damaged cluster file was not kept aside: %v", err)
+	// A changed digit leaves valid JSON: the file's checksum finds it. A
+	// shard count read as 3 would route keys to shards that do not hold
+	// them ("not found" for stored keys).
+	changed := bytes.Replace(kept, []byte(`"shards": 2`), []byte(`"shards": 3`), 1)
+	if bytes.Equal(changed, kept) {
+		t.Fatalf("no shard count of 2 in %s", kept)
+	}
+	for i, damage := range [][]byte{changed, []byte(`{"sites": {"local": garbage`)} {
+		if err := os.WriteFile(path, damage, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n2 := start(t, cfg)
+		waitFor(t, 20*time.Second, "keyspace orders is served again", func() bool {
+			g, err := n2.kv.Get(ctx(t), &kvv1.GetRequest{Header: &kvv1.RequestHeader{Keyspace: "orders"}, Key: []byte("o1"), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+			return err == nil && string(g.Value) == "paid"
+		})
+		aside, _ := filepath.Glob(path + damagedSuffix + "*")
+		if len(aside) != i+1 {
+			t.Fatalf("damage %d: the damaged cluster file was not kept aside: %v", i, aside)
+		}
+		n2.srv.Stop()
 	}
 }
 

@@ -537,9 +537,10 @@ func checkDataDir(dir string) (fresh bool, err error) {
 		case raftFile:
 			hasRaft = true
 		case stateFile:
-		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", stateFile + damagedSuffix, clusterFile, clusterFile + ".tmp":
+		case "snapshots", walDir, stateFile + ".open", stateFile + ".open.tmp", stateFile + damagedSuffix, clusterFile, clusterFile + ".tmp", clusterFile + damagedSuffix:
 		default:
-			if !strings.HasPrefix(e.Name(), stateFile+damagedSuffix+"-") {
+			// Damaged files kept aside: one per damage found.
+			if !strings.HasPrefix(e.Name(), stateFile+damagedSuffix+"-") && !strings.HasPrefix(e.Name(), clusterFile+damagedSuffix+"-") {
 				foreign = append(foreign, e.Name())
 			}
 		}

@@ -231,6 +231,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		// bbolt reports some damaged files with plain errors ("file size
 		// too small"): an existing file it cannot open is not ours.
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, cfg.Path, err)
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("open %s: %w (check the owner and mode of the file and of the data directory)", cfg.Path, err)
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}

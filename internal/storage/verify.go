@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +28,10 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("%w: %s", ErrLocked, path)
+	case errors.Is(err, os.ErrPermission):
+		// Not damage: the file is there, but this process may not read
+		// it (the owner or mode changed).
+		return fmt.Errorf("open %s: %w (check the owner and mode of the file and of the data directory)", path, err)
 	case err != nil:
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
