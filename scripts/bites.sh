@@ -58,6 +58,7 @@ BITES=(
   "state-checksum|./internal/server|^TestChangedStateValueIsRebuilt\$"
   "state-checksum|./internal/storage|^TestChangedOutboundEntryIsDamage\$"
   "state-checksum|./internal/storage|^TestChangedStateRecordIsRefusedAtOpen\$"
+  "state-checksum|./internal/storage|^TestChangedRaftTermIsRefused\$"
   "remove-site-check|./internal/clustertest|^TestRemovingAnUnreachableSiteNeedsForce\$"
   "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
   "leader-reach|./internal/clustertest|^TestCutOffNodeGivesUpLeadership\$"

@@ -313,7 +313,8 @@ func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
 		if derived && (v1 || bytes.Equal(f, []byte("2")) || bytes.Equal(f, []byte("3"))) {
 			return fmt.Errorf("%w: on-disk format %q, this build writes %s", ErrStale, f, want)
 		}
-		if !v1 && !bytes.Equal(f, []byte(want)) {
+		v2 := !derived && bytes.Equal(f, []byte("2"))
+		if !v1 && !v2 && !bytes.Equal(f, []byte(want)) {
 			return fmt.Errorf("%w: on-disk format %q, this build reads %s", ErrForeign, f, want)
 		}
 		if v1 {
@@ -321,6 +322,14 @@ func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
 			if err := migrateRequestsV1(tx); err != nil {
 				return fmt.Errorf("%w: migrating from format 1: %v", ErrCorrupt, err)
 			}
+		}
+		if (v1 || v2) && !derived {
+			// Formats 1 and 2 stored raft's stable values unsealed.
+			if err := sealStableValues(tx); err != nil {
+				return fmt.Errorf("%w: migrating from format %s: %v", ErrCorrupt, f, err)
+			}
+		}
+		if v1 || v2 {
 			return m.Put(metaFormat, []byte(want))
 		}
 		return nil

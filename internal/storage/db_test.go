@@ -122,13 +122,13 @@ func TestOpenForeignFormat(t *testing.T) {
 	cfg := testConfig(t)
 	db := openDB(t, cfg)
 	if err := db.bolt.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaFormat, []byte("3"))
+		return tx.Bucket(bucketMeta).Put(metaFormat, []byte("9"))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	_ = db.Close()
 	if _, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrForeign) {
-		t.Fatalf("Open of a format-3 file: %v, want ErrForeign", err)
+		t.Fatalf("Open of a format-9 file: %v, want ErrForeign", err)
 	}
 }
 

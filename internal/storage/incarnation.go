@@ -10,14 +10,18 @@ import (
 func (db *DB) SiteIncarnation() (uint64, error) {
 	var v uint64
 	err := db.View(func(tx *Tx) error {
-		b := tx.btx.Bucket(bucketMeta).Get(metaIncarnation)
-		switch len(b) {
-		case 0:
-		case 8:
-			v = binary.BigEndian.Uint64(b)
-		default:
+		sealed := tx.btx.Bucket(bucketMeta).Get(metaIncarnation)
+		if sealed == nil {
+			return nil
+		}
+		b, err := unseal("site incarnation", metaIncarnation, sealed)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if len(b) != 8 {
 			return fmt.Errorf("%w: site incarnation of %d bytes", ErrCorrupt, len(b))
 		}
+		v = binary.BigEndian.Uint64(b)
 		return nil
 	})
 	return v, err
@@ -32,12 +36,16 @@ func (db *DB) SetSiteIncarnation(v uint64) error {
 	}
 	return db.Update(func(tx *Tx) error {
 		m := tx.btx.Bucket(bucketMeta)
-		if b := m.Get(metaIncarnation); len(b) == 8 {
+		if sealed := m.Get(metaIncarnation); sealed != nil {
+			b, err := unseal("site incarnation", metaIncarnation, sealed)
+			if err != nil || len(b) != 8 {
+				return fmt.Errorf("%w: the site incarnation is damaged (%v)", ErrCorrupt, err)
+			}
 			if cur := binary.BigEndian.Uint64(b); cur != v {
 				return fmt.Errorf("storage: the site incarnation is %016x already, not %016x", cur, v)
 			}
 			return nil
 		}
-		return m.Put(metaIncarnation, binary.BigEndian.AppendUint64(nil, v))
+		return m.Put(metaIncarnation, seal(metaIncarnation, binary.BigEndian.AppendUint64(nil, v)))
 	})
 }

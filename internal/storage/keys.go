@@ -62,9 +62,12 @@ var (
 	stateOutBytes = []byte("outbound_bytes")
 )
 
-// formatVersion is the on-disk format this build writes and reads. Format
-// 1 (request records keyed by client id) is migrated at Open.
-const formatVersion = 2
+// formatVersion is the on-disk format this build writes and reads (the
+// raft database): format 3 seals raft's stable values (current term, vote)
+// and the site incarnation like the state database's records (sealed.go).
+// Formats 1 (request records keyed by client id) and 2 (stable values
+// without seals) are migrated at Open.
+const formatVersion = 3
 
 // derivedFormatVersion is the format of a Derived database (the state
 // database): format 2 with a checksum on every stored version (format 3)

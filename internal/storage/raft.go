@@ -147,24 +147,71 @@ func (s *RaftStore) Drop() error {
 	})
 }
 
-// Set implements raft.StableStore.
+// Set implements raft.StableStore. Values are stored sealed (sealed.go):
+// a changed byte of a term or a vote would let the node vote twice in a
+// term.
 func (s *RaftStore) Set(key, val []byte) error {
-	return s.update(bucketStable, func(b *bolt.Bucket) error { return b.Put(key, val) })
+	return s.update(bucketStable, func(b *bolt.Bucket) error { return b.Put(key, seal(key, val)) })
 }
 
-// Get implements raft.StableStore.
+// Get implements raft.StableStore. A value that fails its seal is an
+// error wrapping ErrDamaged.
 func (s *RaftStore) Get(key []byte) ([]byte, error) {
 	var out []byte
 	err := s.view(bucketStable, func(b *bolt.Bucket) error {
+		var v []byte
 		if b != nil {
-			out = bytes.Clone(b.Get(key))
+			v = b.Get(key)
 		}
-		if out == nil {
+		if v == nil {
 			return ErrNotFound
 		}
+		body, err := unseal("raft stable value", key, v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.db.cfg.Path, err)
+		}
+		out = bytes.Clone(body)
 		return nil
 	})
 	return out, err
+}
+
+// sealStableValues seals every raft stable value and the site incarnation
+// of a raft database of format 1 or 2 (stored unsealed).
+func sealStableValues(tx *bolt.Tx) error {
+	err := tx.ForEach(func(name []byte, root *bolt.Bucket) error {
+		if !bytes.HasPrefix(name, []byte(prefixRaft)) {
+			return nil
+		}
+		b := root.Bucket(bucketStable)
+		if b == nil {
+			return nil
+		}
+		type kv struct{ k, v []byte }
+		var all []kv
+		if err := b.ForEach(func(k, v []byte) error {
+			if v != nil {
+				all = append(all, kv{bytes.Clone(k), seal(k, v)})
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, e := range all {
+			if err := b.Put(e.k, e.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m := tx.Bucket(bucketMeta)
+	if v := m.Get(metaIncarnation); v != nil {
+		return m.Put(metaIncarnation, seal(metaIncarnation, bytes.Clone(v)))
+	}
+	return nil
 }
 
 // SetUint64 implements raft.StableStore.

@@ -2,16 +2,19 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 func checkIndexes(t *testing.T, s *RaftStore, first, last uint64) {
@@ -535,5 +538,66 @@ func TestRaftEndToEnd(t *testing.T) {
 	}
 	if err := r2.Shutdown().Error(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestChangedRaftTermIsRefused: raft's stable values (current term, last
+// vote) are sealed. A changed byte of the term, with bbolt's pages intact,
+// makes Open fail with ErrCorrupt (kvd refuses to start: a lowered term
+// or vote would let the node vote twice in a term); with the
+// state-checksum guard off the changed term is read as written. A raft
+// database of format 2 (values unsealed) is sealed when it opens.
+func TestChangedRaftTermIsRefused(t *testing.T) {
+	cfg := testConfig(t)
+	db := openDB(t, cfg)
+	const term = 0x0102030405060708
+	if err := db.RaftStore("g").SetUint64([]byte("CurrentTerm"), term); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(raw, binary.BigEndian.AppendUint64(nil, term))
+	if at < 0 {
+		t.Fatal("the term is not in the file")
+	}
+	changed := bytes.Clone(raw)
+	changed[at+7] ^= 0x01
+	if err := os.WriteFile(cfg.Path, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if db2, err := Open(cfg, discardLogger(), nil); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			got, gerr := db2.RaftStore("g").GetUint64([]byte("CurrentTerm"))
+			_ = db2.Close()
+			t.Fatalf("Open accepted a changed term; it reads %x, %v", got, gerr)
+		}
+		t.Fatalf("Open: %v, want ErrCorrupt", err)
+	}
+
+	// Format 2: the value unsealed. Open seals it, and it reads back.
+	if err := os.WriteFile(cfg.Path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bolt.Open(cfg.Path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(metaFormat, []byte("2")); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(prefixRaft+"g")).Bucket(bucketStable).Put([]byte("CurrentTerm"), binary.BigEndian.AppendUint64(nil, term))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	db3 := openDB(t, cfg)
+	if got, err := db3.RaftStore("g").GetUint64([]byte("CurrentTerm")); err != nil || got != term {
+		t.Fatalf("term after migrating format 2: %x, %v", got, err)
 	}
 }

@@ -317,7 +317,7 @@ func TestOpenMigratesFormat1(t *testing.T) {
 		}
 	}
 	_ = db.View(func(tx *Tx) error {
-		if f := tx.btx.Bucket(bucketMeta).Get(metaFormat); string(f) != "2" {
+		if f := tx.btx.Bucket(bucketMeta).Get(metaFormat); string(f) != fmt.Sprint(formatVersion) {
 			t.Errorf("format %q after migration", f)
 		}
 		return nil

@@ -49,11 +49,31 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 	err = b.View(func(tx *bolt.Tx) error {
 		// Versions carry checksums in a state database of this build's
 		// format; one of an earlier format is rebuilt (ErrStale).
-		sums := false
+		// The raft database seals its stable values from format 3 on.
+		sums, stable := false, false
 		if m := tx.Bucket(bucketMeta); m != nil {
 			sums = bytes.Equal(m.Get(metaFormat), []byte(fmt.Sprint(derivedFormatVersion)))
+			stable = bytes.Equal(m.Get(metaFormat), []byte(fmt.Sprint(formatVersion)))
+			if v := m.Get(metaIncarnation); stable && v != nil {
+				if _, err := unseal("site incarnation", metaIncarnation, v); err != nil {
+					return err
+				}
+			}
 		}
 		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+			if stable && bytes.HasPrefix(name, []byte(prefixRaft)) {
+				if sb := bk.Bucket(bucketStable); sb != nil {
+					if err := sb.ForEach(func(k, v []byte) error {
+						if v == nil {
+							return nil
+						}
+						_, err := unseal("raft stable value", k, v)
+						return err
+					}); err != nil {
+						return fmt.Errorf("%s: %w", name, err)
+					}
+				}
+			}
 			return walkBucket(bk, 0, name, sums)
 		})
 	})
