@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -404,6 +405,9 @@ func (h *Host) Run(ctx context.Context, next func() (placement.Map, <-chan struc
 				if damaged(err) && h.deps.Base.OnFatal != nil {
 					// A replica's files are damaged: retrying cannot help,
 					// and a node that serves without the replica hides it.
+					if !strings.Contains(err.Error(), "docs/operations.md") {
+						err = fmt.Errorf(`%w; refusing to start (see "A damaged data directory" in docs/operations.md)`, err)
+					}
 					h.deps.Base.OnFatal(err)
 					return
 				}
