@@ -23,6 +23,30 @@ import (
 	"github.com/causeway-db/causeway/internal/wal"
 )
 
+// loggedNode runs a 2-shard node (boot "boot-1") that acknowledges 300
+// puts, stops it, and returns its directory, configuration, WAL segment
+// (one) and that segment's bytes.
+func loggedNode(t *testing.T) (dir string, cfg Config, segs []string, raw []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	cfg = testConfig(dir)
+	cfg.Shards = 2
+	cfg.BootID = "boot-1"
+	n := start(t, cfg)
+	for i := 0; i < 300; i++ {
+		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
+	}
+	n.srv.Stop()
+	segs, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments: %v, %v", segs, err)
+	}
+	if raw, err = os.ReadFile(segs[0]); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg, segs, raw
+}
+
 // TestDamagedLogIsRefused: a node whose write-ahead log was damaged in
 // the middle (bytes flipped early in the segment, valid records after
 // them) refuses to start, with an error naming the segment file and the
@@ -31,24 +55,7 @@ import (
 // boot id the state database would be rebuilt from that log, as after a
 // machine restart.
 func TestDamagedLogIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.Shards = 2
-	cfg.BootID = "boot-1"
-	n := start(t, cfg)
-	for i := 0; i < 300; i++ {
-		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
-	}
-	n.srv.Stop()
-
-	segs, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments: %v, %v", segs, err)
-	}
-	raw, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg, segs, raw := loggedNode(t)
 	for _, at := range []int{100, 2_000, 10_000} {
 		t.Run(fmt.Sprint("offset ", at), func(t *testing.T) {
 			crash := t.TempDir()
@@ -315,23 +322,7 @@ func TestDamagedValueReadStopsTheNode(t *testing.T) {
 // (which look like the log's preallocated space) are refused the same way.
 // With the log-kept guard off the node serves on.
 func TestTruncatedLogIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.Shards = 2
-	cfg.BootID = "boot-1"
-	n := start(t, cfg)
-	for i := 0; i < 300; i++ {
-		n.put(t, fmt.Sprintf("k%03d", i), fmt.Sprint("v", i))
-	}
-	n.srv.Stop()
-	segs, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments: %v, %v", segs, err)
-	}
-	raw, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, _, segs, raw := loggedNode(t)
 	end := len(raw)
 	for end > 0 && raw[end-1] == 0 {
 		end--
