@@ -63,6 +63,7 @@ BITES=(
   "cluster-session|./internal/cli|^TestIntegrationSessionFileOfAnotherCluster\$"
   "leader-reach|./internal/clustertest|^TestCutOffNodeGivesUpLeadership\$"
   "log-kept|./internal/server|^TestTruncatedLogIsRefused\$"
+  "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
 )
 
 want=("$@")

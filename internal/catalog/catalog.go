@@ -202,6 +202,12 @@ type Catalog struct {
 	// told is when each removed node that gossip reports alive was last
 	// told it was removed (leaderLoop's goroutine only, tellRemoved).
 	told map[string]time.Time
+	// unseen is when this node's rounds first found each registered node
+	// that gossip has not reported at all since this process started
+	// (leaderLoop's goroutine only): after a whole site restarts, a node
+	// not back yet is in neither the alive list nor downSince, and its
+	// dead grace starts here instead of being over at once.
+	unseen map[string]time.Time
 }
 
 // Open starts this node's catalog replica. With bootstrap, a catalog with
@@ -659,6 +665,9 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 		if _, gone := taken[id]; gone {
 			continue
 		}
+		if !down && !aliveSet[id] && !guards.Off(guards.RestartGrace) {
+			since, down = c.unseenSince(id), true
+		}
 		if aliveSet[id] || (down && time.Since(since) < c.cfg.DeadGrace) {
 			live = append(live, placement.NodeID(id))
 		}
@@ -939,6 +948,20 @@ func (c *Catalog) promotionCutShort(ctx context.Context, st State, s placement.S
 		return "", false // a group with a quorum removes the learner as usual
 	}
 	return voters[0], true
+}
+
+// unseenSince returns when this node's rounds first found registered node
+// id neither alive nor known down to gossip (Catalog.unseen).
+func (c *Catalog) unseenSince(id string) time.Time {
+	if c.unseen == nil {
+		c.unseen = map[string]time.Time{}
+	}
+	since, ok := c.unseen[id]
+	if !ok {
+		since = time.Now()
+		c.unseen[id] = since
+	}
+	return since
 }
 
 // deadPastGrace reports whether gossip has reported node down for longer

@@ -198,6 +198,12 @@ const (
 	// off, the node starts, and new writes are numbered over the lost ones
 	// and skipped as applied.
 	LogKept
+	// RestartGrace gives a registered node that gossip has not reported
+	// since this node started its dead grace from the first placement
+	// round that missed it (catalog.unseenSince); off, after a whole site
+	// restarts, a node not back yet counts as dead at once and loses
+	// every replica within seconds.
+	RestartGrace
 )
 
 var names = map[Guard]string{
@@ -238,6 +244,7 @@ var names = map[Guard]string{
 	ClusterSession:       "cluster-session",
 	LeaderReach:          "leader-reach",
 	LogKept:              "log-kept",
+	RestartGrace:         "restart-grace",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -250,7 +257,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in
