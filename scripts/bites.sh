@@ -64,6 +64,7 @@ BITES=(
   "leader-reach|./internal/clustertest|^TestCutOffNodeGivesUpLeadership\$"
   "log-kept|./internal/server|^TestTruncatedLogIsRefused\$"
   "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
+  "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
 )
 
 want=("$@")

@@ -59,6 +59,9 @@ func (c *Clock) Observe(hlc uint64) {
 	c.mu.Unlock()
 }
 
+// Physical returns the physical clock's reading as an HLC (logical 0).
+func (c *Clock) Physical() uint64 { return MakeHLC(c.physical(), 0) }
+
 // Last returns the largest timestamp issued or observed so far.
 func (c *Clock) Last() uint64 {
 	c.mu.Lock()

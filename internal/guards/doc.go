@@ -204,6 +204,11 @@ const (
 	// restarts, a node not back yet counts as dead at once and loses
 	// every replica within seconds.
 	RestartGrace
+	// ClockAhead refuses a timestamp a client sends (session token, GetTxn
+	// snapshot) further ahead of the node's clock than MaxClockAhead
+	// (router.checkAhead); off, a forged token moves the node's clock, and
+	// near 2^64 it wraps and numbers new writes below old ones.
+	ClockAhead
 )
 
 var names = map[Guard]string{
@@ -245,6 +250,7 @@ var names = map[Guard]string{
 	LeaderReach:          "leader-reach",
 	LogKept:              "log-kept",
 	RestartGrace:         "restart-grace",
+	ClockAhead:           "clock-ahead",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -257,7 +263,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

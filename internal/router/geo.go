@@ -70,6 +70,33 @@ var ErrSessionMoved = errors.New("router: this site has not applied the session'
 // causal past can never arrive here; the client must start a new session.
 var ErrForeignSession = errors.New("router: the session comes from a site this cluster does not have")
 
+// ErrClockAhead: a timestamp a client sent (in its session token, or as a
+// GetTxn snapshot) is further ahead of this node's clock than
+// Config.MaxClockAhead. The clock would observe it.
+var ErrClockAhead = errors.New("router: a timestamp of the request is ahead of this node's clock")
+
+// ErrSnapshotTooOld: a GetTxn snapshot older than the version retention,
+// whose versions garbage collection may have removed.
+var ErrSnapshotTooOld = errors.New("router: the snapshot is older than the version retention")
+
+// checkAhead refuses a client's timestamp hlc (what names it) that is
+// further ahead of this node's physical clock than MaxClockAhead
+// (guard clock-ahead).
+func (r *Router) checkAhead(what string, hlc uint64) error {
+	now := r.clock.Physical()
+	limit := now + uint64(r.cfg.MaxClockAhead.Milliseconds())<<causal.LogicalBits
+	if hlc <= limit || guards.Off(guards.ClockAhead) {
+		return nil
+	}
+	wall, _ := causal.SplitHLC(hlc)
+	nowWall, _ := causal.SplitHLC(now)
+	ahead := "more than 100 years"
+	if d := wall - nowWall; d < uint64(100*365*24*time.Hour/time.Millisecond) {
+		ahead = (time.Duration(d) * time.Millisecond).String()
+	}
+	return fmt.Errorf("%w: %s (HLC %d) is %s ahead of it, more than the %v allowed: a token or snapshot that no node issued, or a node whose clock runs ahead (check NTP); start a new session", ErrClockAhead, what, hlc, ahead, r.cfg.MaxClockAhead)
+}
+
 // ErrLostSession: a session observed a write of this site that the site
 // does not hold (its data was deleted or lost since). Waiting cannot
 // help; the client must start a new session.
@@ -93,6 +120,9 @@ var ErrLostSession = errors.New("router: the session observed writes this site n
 // or a new one, passes at once.
 func (r *Router) Arrive(ctx context.Context, c *Call) error {
 	s := c.Session
+	if err := r.checkAhead("the session's newest timestamp", max(s.MaxHLC, s.PastHLC)); err != nil {
+		return err
+	}
 	if r.durability != nil {
 		id := r.durability.ClusterID()
 		if id == 0 && s.Cluster != 0 && !s.IsEmpty() {

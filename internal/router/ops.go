@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,6 +25,17 @@ func (e *CondError) Error() string {
 }
 
 func (e *CondError) Unwrap() error { return e.Result.Err }
+
+// ErrApplyFailed: a write committed, but the leader's state machine failed
+// to apply it; its outcome is not known to the caller (UNAVAILABLE: retry
+// with the same request id).
+var ErrApplyFailed = errors.New("router: the write's apply failed")
+
+// isCondition reports whether err is a failed write condition
+// (compare-and-swap), not a failure to apply.
+func isCondition(err error) bool {
+	return errors.Is(err, fsm.ErrVersionMismatch) || errors.Is(err, fsm.ErrKeyNotFound) || errors.Is(err, fsm.ErrKeyExists)
+}
 
 // Propose stamps w and proposes it to g, this node's replica of sh, which
 // must lead. The clock first observes everything the session has seen, so
@@ -57,6 +69,12 @@ func (r *Router) Propose(ctx context.Context, c *Call, sh placement.Shard, g *sh
 		return fsm.Result{}, err
 	}
 	if res.Err != nil {
+		if !isCondition(res.Err) {
+			// Committed, but this replica's state machine failed to apply
+			// it (a full disk, a damaged state database): the node stops
+			// and applies it again from the log when it starts.
+			return res, fmt.Errorf("%w: the write is committed in the raft log, but node %s failed to apply it (%v); it is applied when the node restarts: retry with the same request id (the Go client and kvctl do)", ErrApplyFailed, r.cfg.NodeID, res.Err)
+		}
 		if !res.Current.IsZero() {
 			c.Observe(sh, w.Key, res.Current)
 		}

@@ -60,11 +60,25 @@ type Config struct {
 	// another site waits for this site to apply the session's causal past
 	// (Arrive) before failing with ErrSessionMoved.
 	MoveWait time.Duration
+	// MaxClockAhead is how far ahead of this node's physical clock a
+	// timestamp a client sends (its session token's, a GetTxn snapshot)
+	// may be. A later one is refused with ErrClockAhead: the node's clock
+	// observes what clients send, and a forged token must not move it
+	// (its readings would run ahead of real time for good, and past 2^64
+	// wrap, numbering new writes below old ones).
+	MaxClockAhead time.Duration
+	// VersionRetention is how long shadowed versions stay readable
+	// (shard.Config.VersionRetention): a GetTxn snapshot older than it is
+	// refused with ErrSnapshotTooOld. Zero does not check.
+	VersionRetention time.Duration
 }
+
+// DefaultMaxClockAhead is Config.MaxClockAhead's default.
+const DefaultMaxClockAhead = 5 * time.Minute
 
 // DefaultConfig returns the waits kvd uses.
 func DefaultConfig() Config {
-	return Config{CausalWait: 2 * time.Second, FollowerWait: 100 * time.Millisecond, LeaderWait: 5 * time.Second, MoveWait: 10 * time.Second}
+	return Config{CausalWait: 2 * time.Second, FollowerWait: 100 * time.Millisecond, LeaderWait: 5 * time.Second, MoveWait: 10 * time.Second, MaxClockAhead: DefaultMaxClockAhead}
 }
 
 func (c *Config) fill() {
@@ -80,6 +94,9 @@ func (c *Config) fill() {
 	}
 	if c.LeaderWait <= 0 {
 		c.LeaderWait = d.LeaderWait
+	}
+	if c.MaxClockAhead <= 0 {
+		c.MaxClockAhead = d.MaxClockAhead
 	}
 }
 
@@ -117,7 +134,7 @@ func New(cfg Config, keyspaces map[string]uint32, local Local, cat Catalog, pool
 		m = newMetrics()
 	}
 	if clock == nil {
-		clock = causal.NewClock(nil)
+		clock = causal.NewClock(func() uint64 { return uint64(time.Now().UnixMilli()) })
 	}
 	rt := &Router{cfg: cfg, local: local, catalog: cat, pool: pool, clock: clock, log: logger, metrics: m, casTurns: make(map[casTurnKey]chan struct{})}
 	rt.SetKeyspaces(keyspaces, nil)

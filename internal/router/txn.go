@@ -55,6 +55,17 @@ func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) 
 		p.idx = append(p.idx, i)
 		p.keys = append(p.keys, k)
 	}
+	if at != 0 {
+		if err := r.checkAhead("the snapshot", at); err != nil {
+			return nil, 0, err
+		}
+		if ret := r.cfg.VersionRetention; ret > 0 {
+			oldest := r.clock.Physical() - min(r.clock.Physical(), uint64(ret.Milliseconds())<<causal.LogicalBits)
+			if at < oldest {
+				return nil, 0, fmt.Errorf("%w (%v): snapshot HLC %d; leave snapshot_hlc 0 and the node picks one", ErrSnapshotTooOld, ret, at)
+			}
+		}
+	}
 	snap := at
 	if snap == 0 {
 		snap = max(c.Session.MaxHLC, c.Session.PastHLC)
