@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -642,6 +643,30 @@ func TestWithKeyspace(t *testing.T) {
 	}
 	if floor, ok := s.Floor("users", []byte("k")); !ok || floor != v {
 		t.Fatalf("session floor of users/k = %v (%v), want %v", floor, ok, v)
+	}
+}
+
+// TestWithMinSitesDoesNotTruncate: a count that does not fit the
+// request's 32-bit field is sent as the largest one (which the server
+// refuses), never wrapped to a small count it would accept.
+func TestWithMinSitesDoesNotTruncate(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want uint32
+	}{
+		{2, 2},
+		{0, 0},
+		{-1, 0},
+		{math.MaxUint32, math.MaxUint32},
+		{1<<32 + 1, math.MaxUint32},
+		{99999999999, math.MaxUint32},
+		{math.MaxInt, math.MaxUint32},
+	} {
+		var o callOptions
+		WithMinSites(tt.n)(&o)
+		if o.minSites != tt.want || o.durability != DurabilitySites {
+			t.Errorf("WithMinSites(%d): min sites %d, durability %v; want %d, DurabilitySites", tt.n, o.minSites, o.durability, tt.want)
+		}
 	}
 }
 

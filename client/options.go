@@ -1,6 +1,10 @@
 package client
 
-import kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+import (
+	"math"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+)
 
 // Consistency selects how a read is served.
 type Consistency int
@@ -61,11 +65,14 @@ func WithDurability(d Durability) Option {
 }
 
 // WithMinSites makes a mutation wait until n sites applied it; it implies
-// DurabilitySites.
+// DurabilitySites. The mutation fails with InvalidArgument if n < 1 or n
+// exceeds the keyspace's site count (an n too large for the request's
+// 32-bit field is sent as the largest one, never truncated to a smaller
+// count).
 func WithMinSites(n int) Option {
 	return func(o *callOptions) {
 		o.durability = DurabilitySites
-		o.minSites = uint32(max(n, 0))
+		o.minSites = uint32(min(max(int64(n), 0), math.MaxUint32))
 	}
 }
 

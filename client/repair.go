@@ -24,6 +24,7 @@ type RepairOptions struct {
 // the newest versions of what differs. progress is called after each
 // shard and site. Shards the node does not lead are reported with an
 // error naming why; run the repair on every node of the site to cover all.
+// An unknown keyspace fails with NotFound.
 func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*adminv1.RepairProgress), opts ...Option) error {
 	if ro.Shard != nil && ro.Keyspace == "" {
 		return errors.New("client: repair: a shard needs its keyspace")

@@ -75,6 +75,37 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 	}
 }
 
+// TestDurationFlagsAreValidated: the waits must be positive; intervals and
+// the retention may be 0 (off, or keep nothing) but not negative.
+func TestDurationFlagsAreValidated(t *testing.T) {
+	for _, c := range []struct {
+		flag, value string
+		want        string // "" for accepted
+	}{
+		{"--session-move-wait", "-1s", "session move wait must be positive"},
+		{"--session-move-wait", "0", "session move wait must be positive"},
+		{"--session-move-wait", "1ms", ""},
+		{"--causal-wait", "-1s", "causal wait must be positive"},
+		{"--causal-wait", "0", "causal wait must be positive"},
+		{"--dead-grace", "0", "dead grace must be positive"},
+		{"--version-retention", "-1s", "must not be negative"},
+		{"--version-retention", "0", ""},
+		{"--gc-interval", "-1s", "must not be negative"},
+		{"--gc-interval", "0", ""},
+		{"--digest-interval", "-1s", "must not be negative"},
+		{"--digest-interval", "0", ""},
+	} {
+		cfg, _, _, err := parse([]string{c.flag, c.value}, io.Discard)
+		if err != nil {
+			t.Fatalf("parse(%s %s): %v", c.flag, c.value, err)
+		}
+		err = cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s %s: Validate() = %v, want %q", c.flag, c.value, err, c.want)
+		}
+	}
+}
+
 func TestParseFaultFlags(t *testing.T) {
 	cfg, _, _, err := parse([]string{"--simulate-wan", "s1-s2=50ms±5ms,*=40ms"}, io.Discard)
 	if err != nil {

@@ -128,9 +128,16 @@ func TestUsageErrors(t *testing.T) {
 		{"scan with argument", []string{"scan", "x"}, "unknown command"},
 		{"put value and file", []string{"put", "k", "v", "--file", "/dev/null"}, "either as VALUE or with --file"},
 		{"put missing file", []string{"put", "k", "--file", "/nonexistent/value"}, "--file:"},
+		{"put file is a directory", []string{"put", "k", "--file", "."}, "--file: . is a directory"},
+		{"cas file is a directory", []string{"cas", "k", "--expect-absent", "--file", "."}, "--file: . is a directory"},
 		{"bad durability", []string{"put", "k", "v", "--durability", "forever"}, `invalid --durability "forever"`},
 		{"sites without min", []string{"put", "k", "v", "--durability", "sites"}, "--durability sites=N"},
-		{"sites zero", []string{"put", "k", "v", "--durability", "sites=0"}, "sites=N needs N >= 1"},
+		{"sites zero", []string{"put", "k", "v", "--durability", "sites=0"}, "sites=N needs 1 <= N <= 4294967295"},
+		{"sites beyond uint32", []string{"put", "k", "v", "--durability", "sites=4294967297"}, `invalid --durability "sites=4294967297": sites=N needs 1 <= N`},
+		{"sites far beyond uint32", []string{"put", "k", "v", "--durability", "sites=99999999999"}, `invalid --durability "sites=99999999999"`},
+		{"sites beyond int64", []string{"cas", "k", "v", "--expect-absent", "--durability", "sites=99999999999999999999"}, "sites=N needs 1 <= N"},
+		{"min-sites beyond uint32", []string{"put", "k", "v", "--durability", "sites", "--min-sites", "4294967297"}, "invalid --min-sites 4294967297: needs 1 <= N <= 4294967295"},
+		{"negative min-sites", []string{"put", "k", "v", "--durability", "sites", "--min-sites", "-1"}, "invalid --min-sites -1"},
 		{"sites disagree", []string{"put", "k", "v", "--durability", "sites=2", "--min-sites", "3"}, "disagree"},
 		{"history negative limit", []string{"history", "k", "--limit", "-2"}, "invalid --limit -2"},
 		{"group without subcommand", []string{"cluster"}, "needs a subcommand"},
@@ -240,6 +247,36 @@ func TestReadValue(t *testing.T) {
 	}
 	if _, err := a.readValue([]string{"k"}, 1, filepath.Join(dir, "missing")); ExitCode(err) != ExitUsage {
 		t.Fatalf("missing --file: %v", err)
+	}
+	if _, err := a.readValue([]string{"k"}, 1, dir); ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("--file of a directory: exit %d, %v", ExitCode(err), err)
+	}
+	// Stdin from /dev/null (cron, systemd) is a character device but not a
+	// terminal: it reads as an empty value, as an empty pipe does.
+	t.Run("stdin from the null device", func(t *testing.T) {
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		if fi, err := null.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			t.Skipf("%s is not a character device here (%v)", os.DevNull, err)
+		}
+		a := &app{env: Env{Stdin: null}}
+		for _, f := range []string{"", "-"} {
+			if v, err := a.readValue([]string{"k"}, 1, f); err != nil || len(v) != 0 {
+				t.Fatalf("stdin from %s (--file %q): %q, %v", os.DevNull, f, v, err)
+			}
+		}
+	})
+	regular, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regular.Close()
+	a.env.Stdin = regular
+	if v, err := a.readValue([]string{"k"}, 1, ""); err != nil || string(v) != "from file\n" {
+		t.Fatalf("stdin from a file: %q, %v", v, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -33,10 +34,8 @@ func (a *app) readValue(args []string, i int, file string) ([]byte, error) {
 	var r io.Reader
 	switch file {
 	case "", "-":
-		if f, ok := a.env.Stdin.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				return nil, usageErrorf("no VALUE given and stdin is a terminal: pass VALUE, --file PATH or pipe the value in")
-			}
+		if f, ok := a.env.Stdin.(*os.File); ok && isTerminal(f) {
+			return nil, usageErrorf("no VALUE given and stdin is a terminal: pass VALUE, --file PATH or pipe the value in")
 		}
 		r = a.env.Stdin
 	default:
@@ -45,6 +44,9 @@ func (a *app) readValue(args []string, i int, file string) ([]byte, error) {
 			return nil, usageErrorf("--file: %v", err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return nil, usageErrorf("--file: %s is a directory: give the path of a file", file)
+		}
 		r = f
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxValueBytes+1))
@@ -55,6 +57,19 @@ func (a *app) readValue(args []string, i int, file string) ([]byte, error) {
 		return nil, usageErrorf("value exceeds %d bytes", maxValueBytes)
 	}
 	return data, nil
+}
+
+// isTerminal reports whether f is, as far as can be told without an ioctl,
+// a terminal: a character device other than the null device. Stdin
+// redirected from /dev/null (cron, systemd) reads as an empty value, like
+// an empty pipe.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 // writeFlags are the durability flags of mutations.
@@ -69,15 +84,18 @@ func (w *writeFlags) register(cmd *cobra.Command) {
 }
 
 func (w *writeFlags) options() ([]client.Option, error) {
+	if w.minSites < 0 || int64(w.minSites) > math.MaxUint32 {
+		return nil, usageErrorf("invalid --min-sites %d: needs 1 <= N <= %d", w.minSites, uint32(math.MaxUint32))
+	}
 	if n, ok := strings.CutPrefix(w.durability, "sites="); ok {
-		v, err := strconv.Atoi(n)
-		if err != nil || v < 1 {
-			return nil, usageErrorf("invalid --durability %q: sites=N needs N >= 1", w.durability)
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || v < 1 || v > math.MaxUint32 {
+			return nil, usageErrorf("invalid --durability %q: sites=N needs 1 <= N <= %d", w.durability, uint32(math.MaxUint32))
 		}
-		if w.minSites != 0 && w.minSites != v {
+		if w.minSites != 0 && int64(w.minSites) != v {
 			return nil, usageErrorf("--durability %s and --min-sites %d disagree", w.durability, w.minSites)
 		}
-		return []client.Option{client.WithMinSites(v)}, nil
+		return []client.Option{client.WithMinSites(int(v))}, nil
 	}
 	switch w.durability {
 	case "local", "":

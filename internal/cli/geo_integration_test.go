@@ -116,6 +116,10 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 	if r := run("cluster", "repair", "--shard", "1"); r.code != ExitUsage {
 		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
 	}
+	// An unknown keyspace is NotFound, as for every other command.
+	if r := run("cluster", "repair", "--keyspace", "nope"); r.code != ExitError || !strings.Contains(r.stderr, `unknown keyspace "nope" (NotFound)`) {
+		t.Fatalf("repair of an unknown keyspace: exit %d, stderr %q", r.code, r.stderr)
+	}
 	mustOK(t, run("keyspace", "create", "orders", "--shards", "1", "--sites", "s1,s2"))
 	// A site that cannot be reached: the pairs fail, and the exit code
 	// says so.

@@ -10,6 +10,7 @@ import (
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -243,7 +244,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 	if keyspace != "" {
 		ks, ok := cfg.Keyspace(keyspace)
 		if !ok {
-			return fmt.Errorf("unknown keyspace %q", keyspace)
+			return fmt.Errorf("%w %q", router.ErrUnknownKeyspace, keyspace)
 		}
 		if !ks.Holds(s.cfg.Site) {
 			return fmt.Errorf("keyspace %q is not held by site %s (held by %v)", keyspace, s.cfg.Site, ks.Sites)

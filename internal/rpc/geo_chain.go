@@ -1,11 +1,12 @@
 package rpc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
-	"context"
-
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	"github.com/causeway-db/causeway/internal/router"
 )
 
 // SiteLag is the replication state from this node towards one site.
@@ -41,6 +42,9 @@ func (g *Geo) Repair(req *adminv1.RepairRequest, stream adminv1.Geo_RepairServer
 	}
 	err := g.deps.Chain.Repair(stream.Context(), req.Keyspace, only, func(p *adminv1.RepairProgress) { _ = stream.Send(p) })
 	if err != nil && stream.Context().Err() == nil {
+		if errors.Is(err, router.ErrUnknownKeyspace) {
+			return adminStatus(err) // NotFound, as from every other call
+		}
 		return adminStatus(fmt.Errorf("%w: %v", ErrBadRequest, err))
 	}
 	return err

@@ -78,7 +78,10 @@ func (l Limits) WriteOptions(o *kvv1.WriteOptions, sites int) error {
 	switch o.Durability {
 	case kvv1.Durability_DURABILITY_UNSPECIFIED, kvv1.Durability_DURABILITY_LOCAL, kvv1.Durability_DURABILITY_ALL:
 	case kvv1.Durability_DURABILITY_SITES:
-		if o.MinSites < 1 || sites > 0 && int(o.MinSites) > sites {
+		if o.MinSites < 1 {
+			return fmt.Errorf("%w: durability SITES(%d): at least 1 site is required", ErrBadRequest, o.MinSites)
+		}
+		if sites > 0 && int(o.MinSites) > sites {
 			return fmt.Errorf("%w: durability SITES(%d): the keyspace has %d site(s)", ErrBadRequest, o.MinSites, sites)
 		}
 	default:

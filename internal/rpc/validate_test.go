@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -131,4 +132,30 @@ func FuzzDecodeContinuation(f *testing.F) {
 			t.Fatalf("token %q decoded to %q which encodes differently", tok, k)
 		}
 	})
+}
+
+func TestWriteOptionsSitesMessages(t *testing.T) {
+	l := DefaultLimits()
+	sites := func(n uint32) *kvv1.WriteOptions {
+		return &kvv1.WriteOptions{Durability: kvv1.Durability_DURABILITY_SITES, MinSites: n}
+	}
+	for _, c := range []struct {
+		o     *kvv1.WriteOptions
+		sites int
+		want  string // "" for accepted
+	}{
+		{sites(0), 0, "durability SITES(0): at least 1 site is required"},
+		{sites(0), 1, "durability SITES(0): at least 1 site is required"},
+		{sites(3), 2, "durability SITES(3): the keyspace has 2 site(s)"},
+		{sites(2), 2, ""},
+		{sites(5), 0, ""}, // the site count is not known here: the router checks it
+	} {
+		err := l.WriteOptions(c.o, c.sites)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("SITES(%d) with %d sites: %v", c.o.MinSites, c.sites, err)
+		case c.want != "" && (err == nil || !strings.HasSuffix(err.Error(), c.want) || status.Code(toStatus(err)) != codes.InvalidArgument):
+			t.Errorf("SITES(%d) with %d sites: %v, want InvalidArgument ending %q", c.o.MinSites, c.sites, err, c.want)
+		}
+	}
 }

@@ -192,6 +192,9 @@ func (c Config) Validate() error {
 	if c.CausalWait <= 0 {
 		errs = append(errs, errors.New("causal wait must be positive"))
 	}
+	if c.SessionMoveWait <= 0 {
+		errs = append(errs, errors.New("session move wait must be positive"))
+	}
 	if c.SimulateWAN != "" {
 		if _, err := faultnet.ParseWAN(c.SimulateWAN); err != nil {
 			errs = append(errs, fmt.Errorf("simulate wan: %w", err))

@@ -21,8 +21,26 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestHTTPEndpoints: /metrics, /healthz and /readyz are always served; the
-// profiler only with Config.Pprof.
+// httpDo sends a request without a body and returns the status and the
+// Allow header of the answer.
+func httpDo(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Allow")
+}
+
+// TestHTTPEndpoints: /metrics, /healthz and /readyz are always served, to
+// GET and HEAD only (405 Method Not Allowed otherwise); the profiler only
+// with Config.Pprof.
 func TestHTTPEndpoints(t *testing.T) {
 	for _, pprofOn := range []bool{false, true} {
 		cfg := testConfig(t.TempDir())
@@ -37,6 +55,16 @@ func TestHTTPEndpoints(t *testing.T) {
 		}
 		if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "causeway_shard_leader_checks_total") {
 			t.Fatalf("/metrics = %d, leader check counter missing", code)
+		}
+		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+			if code, _ := httpDo(t, http.MethodHead, base+path); code != http.StatusOK {
+				t.Fatalf("HEAD %s = %d", path, code)
+			}
+			for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodTrace, http.MethodOptions} {
+				if code, allow := httpDo(t, method, base+path); code != http.StatusMethodNotAllowed || allow != "GET, HEAD" {
+					t.Fatalf("%s %s = %d, Allow %q; want 405, Allow \"GET, HEAD\"", method, path, code, allow)
+				}
+			}
 		}
 		code, body := httpGet(t, base+"/debug/pprof/cmdline")
 		if pprofOn && code != http.StatusOK {
