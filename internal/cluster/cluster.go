@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -279,6 +281,9 @@ func (c *Cluster) callJoin(ctx context.Context, addr string, req *peerv1.Cluster
 // HandleJoin registers n (leader), or forwards the join to the leader,
 // and returns the configuration after it.
 func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
+	if err := checkAddrs(n); err != nil {
+		return Config{}, err
+	}
 	if !c.IsLeader() {
 		_, addr := c.Leader()
 		if addr == "" {
@@ -705,5 +710,31 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.cfg = cfg
 	f.mu.Unlock()
 	f.onChange(cfg)
+	return nil
+}
+
+// checkAddrs refuses a join whose addresses are not host:port: the
+// configuration would send raft traffic, clients and gossip there. It is
+// checked before the join is proposed, not when entries apply, so that a
+// log written by an earlier release still replays.
+func checkAddrs(n Node) error {
+	for _, a := range []struct{ name, addr string }{{"peer", n.PeerAddr}, {"client", n.ClientAddr}, {"gossip", n.GossipAddr}} {
+		if a.addr == "" && a.name != "peer" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(a.addr)
+		if err == nil && host == "" {
+			err = errors.New("no host")
+		}
+		if err == nil {
+			var p uint64
+			if p, err = strconv.ParseUint(port, 10, 16); err == nil && p == 0 {
+				err = errors.New("port 0")
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: node %s/%s: %s address %q is not host:port (%v)", ErrInvalid, n.Site, n.ID, a.name, a.addr, err)
+		}
+	}
 	return nil
 }
