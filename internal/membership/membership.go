@@ -92,7 +92,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	d := &delegate{m: m}
 	mc.Delegate = d
 	mc.Events = d
-	mc.Logger = log.New(logging.Writer(logger.With("component", "memberlist")), "", 0)
+	mlog := logger.With("component", "memberlist")
+	mc.Logger = log.New(&strangerFilter{out: logging.Writer(mlog), log: mlog, interval: time.Minute}, "", 0)
 	m.retention = mc.GossipToTheDeadTime
 	if cfg.WrapTransport != nil {
 		nt, err := newNetTransport(mc)
