@@ -1,9 +1,16 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/server"
@@ -53,4 +60,28 @@ func holds(m placement.Map, sh placement.Shard, node string) bool {
 		}
 	}
 	return false
+}
+
+// TestLoneNodeSaysWhyItCannotServe: one node of a 3-node site started
+// alone after the whole site was down holds no placement map (its site
+// catalog has no quorum). A request with a short deadline is answered
+// before that deadline with the reason, UNAVAILABLE, instead of running
+// into it with nothing but "deadline exceeded".
+func TestLoneNodeSaysWhyItCannotServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	c := New(t, 3, nil)
+	c.WaitSettled(time.Minute)
+	for _, n := range c.Live() {
+		c.Kill(n)
+	}
+	n1 := c.Node("n1")
+	c.Restart(n1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := n1.KV.Get(ctx, &kvv1.GetRequest{Key: []byte("k")})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "the site catalog has no leader") {
+		t.Fatalf("get on a lone node: %v; want UNAVAILABLE saying the site catalog has no leader", err)
+	}
 }

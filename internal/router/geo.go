@@ -79,6 +79,13 @@ var ErrClockAhead = errors.New("router: a timestamp of the request is ahead of t
 // whose versions garbage collection may have removed.
 var ErrSnapshotTooOld = errors.New("router: the snapshot is older than the version retention")
 
+// leaderWait is how long a request may wait for a shard's leader: up to
+// LeaderWait, ending early enough before ctx's deadline for the caller to
+// hear why (deadline.Budget).
+func (r *Router) leaderWait(ctx context.Context) time.Duration {
+	return deadline.Budget(ctx, r.cfg.LeaderWait)
+}
+
 // checkAhead refuses a client's timestamp hlc (what names it) that is
 // further ahead of this node's physical clock than MaxClockAhead
 // (guard clock-ahead).

@@ -101,7 +101,7 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", ErrRoutingLoop
 	}
-	deadline := time.Now().Add(r.cfg.LeaderWait)
+	deadline := time.Now().Add(r.leaderWait(ctx))
 	for {
 		if g := r.Local(sh); g != nil {
 			if g.IsLeader() {
@@ -117,6 +117,11 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 			return nil, r.pickReplica(reps), nil
 		}
 		if time.Now().After(deadline) {
+			if r.Local(sh) == nil {
+				if reps, _ := r.Replicas(sh); len(reps) == 0 {
+					return nil, "", fmt.Errorf("%w: %s: this node knows no replica of it yet (its site's placement map is not loaded: the site catalog has no leader; a majority of the site's nodes must be up)", ErrNoLeader, sh)
+				}
+			}
 			return nil, "", fmt.Errorf("%w: %s", ErrNoLeader, sh)
 		}
 		select {
