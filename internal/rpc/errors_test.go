@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,4 +26,35 @@ func TestWriteOutcomeCodes(t *testing.T) {
 	if got := status.Code(toStatus(cond)); got != codes.FailedPrecondition {
 		t.Errorf("version mismatch: %v, want FailedPrecondition", got)
 	}
+}
+
+// TestLargeGetTxnsTakeTurns: GetTxns of more than largeKeys keys hold one
+// of largeSlots slots while they run; one more waits (here until its
+// deadline), and small ones never wait.
+func TestLargeGetTxnsTakeTurns(t *testing.T) {
+	s := NewKV(Config{}, nil, nil, nil)
+	var releases []func()
+	for range largeSlots {
+		rel, err := s.acquireLarge(context.Background(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, rel)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.acquireLarge(ctx, 1000); err == nil {
+		t.Fatalf("a large GetTxn beyond %d in flight did not wait", largeSlots)
+	}
+	if rel, err := s.acquireLarge(ctx, largeKeys); err != nil {
+		t.Fatalf("a small GetTxn waited: %v", err)
+	} else {
+		rel()
+	}
+	releases[0]()
+	rel, err := s.acquireLarge(context.Background(), 1000)
+	if err != nil {
+		t.Fatalf("a freed slot was not taken: %v", err)
+	}
+	rel()
 }

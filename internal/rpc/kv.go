@@ -51,13 +51,39 @@ type KV struct {
 	// draining is closed by Drain: call streams end (stream.go).
 	draining  chan struct{}
 	drainOnce sync.Once
+
+	// large holds a slot for each GetTxn of more than largeKeys keys in
+	// flight: 200 concurrent GetTxns of 1000 keys of 4 KiB took a node
+	// from 120 MB to 4.3 GB resident. Later ones wait for a slot.
+	large chan struct{}
+}
+
+// largeKeys is the key count above which a GetTxn takes a slot of KV.large;
+// largeSlots is how many such requests a node serves at once.
+const (
+	largeKeys  = 100
+	largeSlots = 16
+)
+
+// acquireLarge waits for a slot for a request of n keys (none below
+// largeKeys) and returns its release.
+func (s *KV) acquireLarge(ctx context.Context, n int) (func(), error) {
+	if n <= largeKeys {
+		return func() {}, nil
+	}
+	select {
+	case s.large <- struct{}{}:
+		return func() { <-s.large }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // NewKV returns the data service; r orchestrates every request.
 func NewKV(cfg Config, r *router.Router, logger *slog.Logger, m *Metrics) *KV {
 	var nonce [8]byte
 	_, _ = crand.Read(nonce[:])
-	return &KV{cfg: cfg, router: r, log: logger, metrics: m, draining: make(chan struct{}),
+	return &KV{cfg: cfg, router: r, log: logger, metrics: m, draining: make(chan struct{}), large: make(chan struct{}, largeSlots),
 		reqPrefix: fmt.Sprintf("kvd/%s/%s/%x", cfg.Site, cfg.NodeID, nonce)}
 }
 
@@ -295,7 +321,12 @@ func (s *KV) GetTxn(ctx context.Context, req *kvv1.GetTxnRequest) (resp *kvv1.Ge
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	release, err := s.acquireLarge(ctx, len(req.Keys))
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	items, snap, err := s.router.GetTxn(ctx, c, req.Keys, req.SnapshotHlc)
+	release()
 	if err != nil {
 		return nil, toStatus(err)
 	}
