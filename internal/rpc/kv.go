@@ -207,6 +207,9 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 		if !e.ExpectAbsent {
 			err = errors.Join(err, fmt.Errorf("%w: expect_absent must be true when set", ErrBadRequest))
 		}
+		if req.Delete {
+			err = errors.Join(err, fmt.Errorf("%w: delete with expect_absent deletes nothing (the key must be absent)", ErrBadRequest))
+		}
 		w.Condition = &peerv1.Condition{Kind: peerv1.Condition_KIND_ABSENT}
 	default:
 		err = errors.Join(err, fmt.Errorf("%w: compare-and-swap needs expected_version or expect_absent", ErrBadRequest))

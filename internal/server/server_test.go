@@ -355,6 +355,10 @@ func TestErrorContract(t *testing.T) {
 			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Expect: &kvv1.CompareAndSwapRequest_ExpectedVersion{ExpectedVersion: &kvv1.Version{Hlc: existing.Version.Hlc + 1, Site: "local"}}, Value: []byte("x")})
 			return err
 		}, true},
+		{"cas delete expecting absent", codes.InvalidArgument, func(kv kvv1.KVClient) error {
+			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("missing"), Expect: &kvv1.CompareAndSwapRequest_ExpectAbsent{ExpectAbsent: true}, Delete: true})
+			return err
+		}, false},
 		{"cas without expectation", codes.InvalidArgument, func(kv kvv1.KVClient) error {
 			_, err := kv.CompareAndSwap(c, &kvv1.CompareAndSwapRequest{Key: []byte("exists"), Value: []byte("x")})
 			return err
