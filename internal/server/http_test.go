@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,9 @@ func TestHTTPEndpoints(t *testing.T) {
 		}
 		if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "causeway_shard_leader_checks_total") {
 			t.Fatalf("/metrics = %d, leader check counter missing", code)
+		}
+		if _, body := httpGet(t, base+"/metrics"); !regexp.MustCompile(`(?m)^causeway_data_dir_free_bytes [1-9]`).MatchString(body) || !regexp.MustCompile(`(?m)^causeway_data_dir_size_bytes [1-9]`).MatchString(body) {
+			t.Fatalf("/metrics lacks the data directory's free and total bytes")
 		}
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 			if code, _ := httpDo(t, http.MethodHead, base+path); code != http.StatusOK {

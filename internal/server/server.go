@@ -184,6 +184,26 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	dataDir := s.cfg.DataDir
+	s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "causeway_data_dir_free_bytes",
+		Help: "Bytes free for kvd on the file system of the data directory: the write-ahead log preallocates 64 MiB segments, and a node stops when a write fails for want of space (docs/operations.md, Disk space).",
+	}, func() float64 {
+		free, _, err := diskSpace(dataDir)
+		if err != nil {
+			return -1
+		}
+		return float64(free)
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "causeway_data_dir_size_bytes",
+		Help: "Size in bytes of the file system of the data directory.",
+	}, func() float64 {
+		_, total, err := diskSpace(dataDir)
+		if err != nil {
+			return -1
+		}
+		return float64(total)
+	}))
 	skew := s.cfg.ClockSkew
 	clock := causal.NewClock(func() uint64 { return uint64(time.Now().Add(skew).UnixMilli()) })
 
