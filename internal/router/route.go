@@ -96,7 +96,10 @@ func (r *Router) pickReplica(reps []catalog.Node) string {
 }
 
 // leaderTarget returns this node's replica of sh if it leads, or the peer
-// address of the leader; it waits up to LeaderWait for an election.
+// address of the leader; it waits up to LeaderWait for an election. A
+// replica here that stopped on a fatal error (its raft log cannot be
+// written) fails the request at once: it will not lead again, and the
+// node is stopping.
 func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", ErrRoutingLoop
@@ -104,6 +107,9 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 	deadline := time.Now().Add(r.leaderWait(ctx))
 	for {
 		if g := r.Local(sh); g != nil {
+			if err := g.Failure(); err != nil {
+				return nil, "", err
+			}
 			if g.IsLeader() {
 				return g, "", nil
 			}

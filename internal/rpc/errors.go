@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // ErrorDomain and the reasons below are the google.rpc.ErrorInfo details
@@ -64,6 +65,10 @@ var codeTable = []struct {
 	{ErrStopping, codes.Unavailable},
 	{shard.ErrTimeout, codes.Unavailable},
 	{shard.ErrStopped, codes.Unavailable},
+	// The node's raft log failed a write and refuses every other (it
+	// stops): a write raft answers with the log's error (the catalog's,
+	// the cluster configuration's).
+	{wal.ErrFailed, codes.Unavailable},
 	{shard.ErrCorrupt, codes.Unavailable},
 	{storage.ErrDamaged, codes.Unavailable},
 	{storage.ErrClosed, codes.Unavailable},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/causeway-db/causeway/internal/fsm"
 	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/shard"
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // TestWriteOutcomeCodes: a failed compare-and-swap condition and a write
@@ -57,4 +59,21 @@ func TestLargeGetTxnsTakeTurns(t *testing.T) {
 		t.Fatalf("a freed slot was not taken: %v", err)
 	}
 	rel()
+}
+
+// TestFailedLogCodes: a request that fails because the node's raft log
+// cannot be written (the write-ahead log failed stop: a full disk) is
+// UNAVAILABLE, whether a shard replica stopped on it or raft answered a
+// write with the log's error: the client retries elsewhere, or once the
+// node restarted.
+func TestFailedLogCodes(t *testing.T) {
+	walErr := fmt.Errorf("%w: wal: write: no space left on device", wal.ErrFailed)
+	for name, err := range map[string]error{
+		"stopped replica": fmt.Errorf("%w: shard default/0: its raft log cannot be written: %w", shard.ErrStopped, walErr),
+		"raft's answer":   fmt.Errorf("catalog: %w", walErr),
+	} {
+		if got := status.Code(toStatus(err)); got != codes.Unavailable {
+			t.Errorf("%s: %v, want Unavailable", name, got)
+		}
+	}
 }

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/poll"
@@ -126,6 +131,147 @@ func TestFailedLogSyncStopsTheNode(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedLogWriteFailsFast: the disk under the write-ahead log fills
+// up while clients write (every write, preallocation and sync there fails,
+// as a segment roll on a full tmpfs did). The log fails stop, and nothing
+// may wait on it: the writes in flight fail at once with UNAVAILABLE and
+// the log's error, not when their own deadline (30 s) or the router's wait
+// for a new leader runs out; raft does not retry storing its log in a loop
+// (a sole voter that stepped down after the failed store used to be
+// re-elected at once, and fail again: "failed to commit logs" was logged
+// tens of thousands of times); and Run returns the error promptly, though
+// a stop lets requests in flight finish for up to 30 s here. The bounds
+// are generous for a loaded machine: the point is that nothing hangs.
+func TestFailedLogWriteFailsFast(t *testing.T) {
+	root := t.TempDir()
+	mem := vfs.NewMem()
+	dir := filepath.Join(root, "data")
+	if err := vfs.MkdirAllSync(mem, dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tog := errorfs.NewToggle(errorfs.Under(filepath.Join(dir, walDir), errorfs.Writes))
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.FS = errorfs.Wrap(mem, tog)
+	cfg.BootID = "boot-1"
+	cfg.ShutdownGrace = 30 * time.Second
+	lines := &countLines{substr: "failed to commit logs"}
+	n := startLogged(t, cfg, slog.New(lines))
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+
+	const (
+		deadline = 30 * time.Second // each Put's
+		bound    = 10 * time.Second // for anything after the failure
+	)
+	type outcome struct {
+		err    error
+		waited time.Duration // after the failure was injected
+	}
+	var (
+		mu       sync.Mutex
+		acked    int
+		injected time.Time // zero until injected
+		failed   []outcome
+	)
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("c%d-%05d", c, i)
+				cctx, cancel := context.WithTimeout(context.Background(), deadline)
+				_, err := n.kv.Put(cctx, &kvv1.PutRequest{Key: []byte(key), Value: []byte(key)})
+				cancel()
+				mu.Lock()
+				at := injected
+				switch {
+				case err == nil:
+					acked++
+				case at.IsZero():
+					t.Errorf("put %s before the failure: %v", key, err)
+				default:
+					failed = append(failed, outcome{err: err, waited: time.Since(at)})
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	poll.Until(t, 20*time.Second, "writes to be acknowledged", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if acked < 100 {
+			return fmt.Errorf("%d acknowledged", acked)
+		}
+		return nil
+	})
+	mu.Lock()
+	injected = time.Now()
+	tog.On()
+	mu.Unlock()
+
+	var err error
+	select {
+	case err = <-ran:
+	case <-time.After(bound):
+		t.Fatalf("Run did not return within %v of the failed write", bound)
+	}
+	t.Logf("Run returned %v after the failure: %v", time.Since(injected).Round(time.Millisecond), err)
+	if !errors.Is(err, errorfs.ErrInjected) || !strings.Contains(err.Error(), "write-ahead log") {
+		t.Fatalf("Run returned %v; want the failed write", err)
+	}
+	if n.srv.Ready() == nil {
+		t.Fatal("a node that cannot write is ready")
+	}
+	wg.Wait()
+
+	named := false
+	for _, o := range failed {
+		t.Logf("a put failed %v after the failure: %v", o.waited.Round(time.Millisecond), o.err)
+		if code := status.Code(o.err); code != codes.Unavailable {
+			t.Errorf("a put failed with %v, want Unavailable: %v", code, o.err)
+		}
+		if o.waited > bound {
+			t.Errorf("a put waited %v on the failed log", o.waited)
+		}
+		named = named || strings.Contains(o.err.Error(), errorfs.ErrInjected.Error())
+	}
+	if len(failed) == 0 {
+		t.Fatal("no write failed after the failure was injected")
+	}
+	if !named {
+		t.Error("no failed put names the log's failure: they waited for something else to give up")
+	}
+	if got := lines.n.Load(); got > 10 {
+		t.Errorf("%q logged %d times; want a few (one per raft group storing at the failure)", lines.substr, got)
+	} else {
+		t.Logf("%q logged %d times", lines.substr, got)
+	}
+}
+
+// countLines is a slog.Handler that counts the records whose message
+// holds substr.
+type countLines struct {
+	substr string
+	n      atomic.Int64
+}
+
+func (c *countLines) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (c *countLines) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, c.substr) {
+		c.n.Add(1)
+	}
+	return nil
+}
+
+func (c *countLines) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *countLines) WithGroup(string) slog.Handler      { return c }
 
 // TestStoppedReplicaStopsTheNode: a replica whose state machine stops (a
 // committed command it cannot decode) makes Run return the error, and

@@ -338,7 +338,15 @@ func (s *Server) Start() (err error) {
 		NodeID: s.cfg.NodeID, Shard: s.cfg.Shard, DB: s.db, LogDB: s.logs, Transports: s.network,
 		Base: shard.Deps{
 			Clock: clock, Logger: s.log, Metrics: shard.NewMetrics(s.reg),
-			OnFatal:  func(err error) { s.fail(fmt.Errorf("a shard replica stopped: %w", err)) },
+			OnFatal: func(err error) {
+				if errors.Is(err, wal.ErrFailed) {
+					// The replica ran into the node's failed log first:
+					// the node stops on the log's failure (failWith).
+					s.fail(s.walFailure())
+					return
+				}
+				s.fail(fmt.Errorf("a shard replica stopped: %w", err))
+			},
 			Done:     s.stopping,
 			Replicas: peer.Digests{Pool: s.pool},
 		},
@@ -462,8 +470,7 @@ func (s *Server) openStorage() (err error) {
 	}
 	// A failed write or sync of the log: etcd exits too. What the file
 	// holds after it is unknown until the next start reads it.
-	w := s.wal
-	s.failWith(w.Failed(), func() error { return fmt.Errorf("the raft write-ahead log cannot be written: %w", w.Err()) })
+	s.failWith(s.wal.Failed(), s.walFailure)
 	if s.logs, err = storage.OpenRaftLogs(s.logDB, s.wal, s.log); err != nil {
 		return err
 	}
@@ -525,6 +532,11 @@ func (s *Server) openStorage() (err error) {
 		return fmt.Errorf("%w; the node stops: its next start moves the state database aside and rebuilds it from raft snapshots and logs (check the disk)", db.DamagedErr())
 	})
 	return nil
+}
+
+// walFailure is the node's fatal error once its write-ahead log failed.
+func (s *Server) walFailure() error {
+	return fmt.Errorf("the raft write-ahead log cannot be written: %w", s.wal.Err())
 }
 
 // failWith stops the node with why() once failed is closed (a nil channel

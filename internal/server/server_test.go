@@ -57,7 +57,13 @@ func quietLogger() *slog.Logger {
 // start runs a server on cfg and waits until every shard has a leader.
 func start(t *testing.T, cfg Config) *node {
 	t.Helper()
-	srv, err := New(cfg, quietLogger())
+	return startLogged(t, cfg, quietLogger())
+}
+
+// startLogged is start with the server logging to logger.
+func startLogged(t *testing.T, cfg Config, logger *slog.Logger) *node {
+	t.Helper()
+	srv, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/vfs"
 	"github.com/causeway-db/causeway/internal/wal"
 )
 
@@ -56,6 +57,13 @@ func openOn(t *testing.T, db *storage.DB, logs *storage.RaftLogs, cfg Config, bo
 
 func testStores(t *testing.T, dir string) (*storage.DB, *storage.RaftLogs) {
 	t.Helper()
+	return testStoresOn(t, dir, nil)
+}
+
+// testStoresOn is testStores with the write-ahead log on walFS (nil: the
+// real file system).
+func testStoresOn(t *testing.T, dir string, walFS vfs.FS) (*storage.DB, *storage.RaftLogs) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	id := storage.Identity{Site: "s1", NodeID: "n1"}
 	cfg := storage.DefaultConfig(filepath.Join(dir, "state.db"), id)
@@ -73,7 +81,7 @@ func testStores(t *testing.T, dir string) (*storage.DB, *storage.RaftLogs) {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	wcfg := wal.DefaultConfig(filepath.Join(dir, "wal"))
-	wcfg.NoSync, wcfg.SegmentBytes = true, 1<<20
+	wcfg.NoSync, wcfg.SegmentBytes, wcfg.FS = true, 1<<20, walFS
 	w, err := wal.Open(wcfg, log, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/snapstore"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // Errors returned by Group methods.
@@ -84,8 +85,9 @@ type Deps struct {
 	// only voter, so there is no other copy to rebuild it from.
 	TakeGeneration bool
 	// OnFatal, if set, is called once when the replica stops on a fatal
-	// error (its state machine refused a committed command): the node
-	// cannot go on serving the shard and should stop.
+	// error (its state machine refused a committed command, or its raft
+	// log cannot be written: wal.ErrFailed): the node cannot go on serving
+	// the shard and should stop.
 	OnFatal func(error)
 	// Done, if set, is closed when the node begins to stop: background
 	// loops (garbage collection) end at once, before Close.
@@ -134,6 +136,11 @@ type Group struct {
 	// machine publishes it (PausePublishForTest).
 	publishPaused atomic.Pointer[chan struct{}]
 
+	// failure is the error the replica stopped on (Failure), set once;
+	// running is set once raft has started (g.raft is set).
+	failure   atomic.Pointer[error]
+	failOnce  sync.Once
+	running   atomic.Bool
 	stop      chan struct{}
 	down      chan struct{} // closed once raft has shut down
 	wg        sync.WaitGroup
@@ -222,7 +229,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err := snapstore.CheckLog(snaps, store); err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
-	logs, err := raft.NewLogCache(1024, store)
+	logs, err := raft.NewLogCache(1024, failStopLog{LogStore: store, failed: g.logFailed})
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +290,10 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	}
 	g.raft = r
 	started.Store(r)
+	g.running.Store(true)
+	if g.Failure() != nil { // the log failed before running was set
+		go func() { _ = g.Close() }()
+	}
 	if deps.Metrics != nil {
 		deps.Metrics.add(g)
 	}
@@ -394,12 +405,70 @@ func (g *Group) NodeID() string { return g.deps.NodeID }
 // Generation returns the generation of the replica (Deps.Generation).
 func (g *Group) Generation() uint64 { return g.gen }
 
+// onFatal stops the replica on a fatal error: from now on requests fail
+// at once with ErrStopped and err (Failure), the node is told
+// (Deps.OnFatal), and raft shuts down. Only the first error counts.
 func (g *Group) onFatal(err error) {
-	if g.deps.OnFatal != nil {
-		g.deps.OnFatal(fmt.Errorf("shard %s: %w", g.id, err))
+	g.failOnce.Do(func() {
+		err = fmt.Errorf("shard %s: %w", g.id, err)
+		stopped := fmt.Errorf("%w: %w", ErrStopped, err)
+		g.failure.Store(&stopped)
+		if g.deps.OnFatal != nil {
+			g.deps.OnFatal(err)
+		}
+		// raft.Shutdown waits for the goroutine that is calling us (the
+		// FSM's, or the log writer's). Before raft runs, Open closes it.
+		if g.running.Load() {
+			go func() { _ = g.Close() }()
+		}
+	})
+}
+
+// logFailed stops the replica once its raft log failed stop: the node's
+// write-ahead log refuses every write after a failed write or fdatasync
+// (wal.ErrFailed), so raft could never store an entry again. Raft itself
+// would only step down, stand again and fail again; requests would wait
+// for a leader until their deadline.
+func (g *Group) logFailed(err error) {
+	if errors.Is(err, wal.ErrFailed) {
+		g.onFatal(fmt.Errorf("its raft log cannot be written: %w", err))
 	}
-	// raft.Shutdown waits for the FSM goroutine that is calling us.
-	go func() { _ = g.Close() }()
+}
+
+// failStopLog is a replica's raft log store: a write that fails calls
+// failed with the error (before raft sees it).
+type failStopLog struct {
+	raft.LogStore
+	failed func(error)
+}
+
+func (l failStopLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+func (l failStopLog) StoreLogs(logs []*raft.Log) error {
+	err := l.LogStore.StoreLogs(logs)
+	if err != nil {
+		l.failed(err)
+	}
+	return err
+}
+
+func (l failStopLog) DeleteRange(min, max uint64) error {
+	err := l.LogStore.DeleteRange(min, max)
+	if err != nil {
+		l.failed(err)
+	}
+	return err
+}
+
+// Failure returns the error the replica stopped on, which matches
+// ErrStopped (its raft log cannot be written, its state machine refused a
+// committed command), or nil: nil too for a replica closed without one.
+// A replica that failed answers every request with it at once.
+func (g *Group) Failure() error {
+	if p := g.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Close stops the replica. It is safe to call more than once.
@@ -443,7 +512,13 @@ func (g *Group) Raft() *raft.Raft { return g.raft }
 // Propose replicates cmd and returns its outcome once this replica applied
 // it. ErrNotLeader means it was not proposed.
 func (g *Group) Propose(ctx context.Context, cmd *peerv1.Command) (fsm.Result, error) {
+	if err := g.Failure(); err != nil {
+		return fsm.Result{}, err
+	}
 	if g.raft.State() != raft.Leader {
+		if err := g.Failure(); err != nil {
+			return fsm.Result{}, err // it failed, and stepped down, meanwhile
+		}
 		return fsm.Result{}, ErrNotLeader
 	}
 	data, err := fsm.Encode(cmd)
@@ -1016,6 +1091,9 @@ func (g *Group) raftErr(err error) error {
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
 		return ErrLeadershipLost
 	case errors.Is(err, raft.ErrRaftShutdown):
+		if ferr := g.Failure(); ferr != nil {
+			return ferr // it stopped on its own, and says why
+		}
 		return ErrStopped
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrTimeout

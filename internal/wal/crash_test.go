@@ -251,19 +251,19 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 	default:
 	}
 	tog.On()
-	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) {
+	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) || !errors.Is(err, ErrFailed) {
 		t.Fatalf("StoreLogs with a failing sync: %v", err)
 	}
 	<-w.Failed()
-	if err := w.Err(); !errors.Is(err, errorfs.ErrInjected) {
+	if err := w.Err(); !errors.Is(err, errorfs.ErrInjected) || !errors.Is(err, ErrFailed) {
 		t.Fatalf("Err after a failed sync: %v", err)
 	}
 	tog.Off()
-	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) {
+	if err := l.StoreLogs(entries("a", 11, 12, 1)); !errors.Is(err, errorfs.ErrInjected) || !errors.Is(err, ErrFailed) {
 		t.Fatalf("StoreLogs after a failed sync: %v (want the sticky failure)", err)
 	}
-	if err := l.DeleteRange(1, 5); err == nil {
-		t.Fatal("DeleteRange after a failed sync succeeded")
+	if err := l.DeleteRange(1, 5); !errors.Is(err, ErrFailed) {
+		t.Fatalf("DeleteRange after a failed sync: %v (want the sticky failure)", err)
 	}
 	_ = w.Close()
 	// The crash image holds the acknowledged entries; the failed ones were
@@ -273,15 +273,16 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 	checkEntries(t, w2.Log("a"), 1, 10, 1)
 }
 
-// TestFailedSegmentCreation: a segment that cannot be created fails the
-// batch that needed it, and the WAL stops; a reopen continues from the
-// acknowledged entries.
+// TestFailedSegmentCreation: a segment that cannot be created (nor
+// preallocated: a full disk) fails the batch that needed it, and the WAL
+// stops; a reopen continues from the acknowledged entries.
 func TestFailedSegmentCreation(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		pred errorfs.Predicate
 	}{
 		{"create", func(op errorfs.Op) bool { return op.Kind == errorfs.OpCreate }},
+		{"preallocate", func(op errorfs.Op) bool { return op.Kind == errorfs.OpTruncate }},
 		{"directory sync", func(op errorfs.Op) bool { return op.Kind == errorfs.OpSync && op.Path == "/data/wal" }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -309,8 +310,11 @@ func TestFailedSegmentCreation(t *testing.T) {
 					last++
 				}
 			}
-			if !errors.Is(err, errorfs.ErrInjected) {
+			if !errors.Is(err, errorfs.ErrInjected) || !errors.Is(err, ErrFailed) {
 				t.Fatalf("writes while segments cannot be created: %v", err)
+			}
+			if err := l.StoreLogs(entries("a", last+1, last+1, 1)); !errors.Is(err, ErrFailed) {
+				t.Fatalf("a write after the failure: %v (want the sticky failure)", err)
 			}
 			tog.Off()
 			_ = w.Close()

@@ -29,7 +29,8 @@
 // segment and the offset. The last segment is cut right after its last
 // good record and preallocated again (zeros), so nothing stale can follow
 // the records appended next. A failed write or fdatasync makes the WAL
-// refuse further writes until it is reopened; Failed reports it.
+// refuse further writes until it is reopened; Failed reports it, and the
+// errors of those writes match ErrFailed.
 //
 // Every file operation goes through Config.FS (package vfs; the real file
 // system by default), so tests can run the WAL on a vfs.MemFS and take

@@ -37,7 +37,19 @@ var (
 	// ErrOrder is returned by StoreLogs for entries whose indexes do not
 	// increase.
 	ErrOrder = errors.New("wal: log indexes must increase")
+	// ErrFailed is matched by every error of a write that failed or was
+	// refused because a write or fdatasync failed (Failed): the WAL fails
+	// stop, and a caller can tell that no retry can succeed until the
+	// node restarts.
+	ErrFailed = errors.New("wal: a write failed; the log refuses writes until it is reopened")
 )
+
+// failure is the sticky error of a failed WAL: the error of the write or
+// fdatasync that failed (its message), and ErrFailed.
+type failure struct{ err error }
+
+func (f *failure) Error() string   { return f.err.Error() }
+func (f *failure) Unwrap() []error { return []error{ErrFailed, f.err} }
 
 const (
 	segmentSuffix = ".wal"
@@ -683,8 +695,10 @@ func (w *WAL) commit(batch []*request) {
 
 // fail makes a write failure permanent: after a failed write or fdatasync
 // the file's state is unknown, so the WAL refuses every later write and
-// the node must restart (and recover from what is on disk).
+// the node must restart (and recover from what is on disk). The batch and
+// every later write get err, which then also matches ErrFailed.
 func (w *WAL) fail(err error, batch []*request) {
+	err = &failure{err: err}
 	w.log.Error("wal: write failed; refusing further writes", "err", err)
 	w.mu.Lock()
 	if w.mu.err == nil {
@@ -775,9 +789,9 @@ func (w *WAL) closeFiles() {
 }
 
 // Failed returns a channel that is closed when a write or fdatasync
-// fails. From then on the WAL refuses every write (Err says why), and the
-// node must stop: what the failed write left in the file is unknown until
-// Open reads it again.
+// fails. From then on the WAL refuses every write (Err says why; the
+// errors match ErrFailed), and the node must stop: what the failed write
+// left in the file is unknown until Open reads it again.
 func (w *WAL) Failed() <-chan struct{} { return w.failed }
 
 // Err returns the write failure that closed Failed, or nil.

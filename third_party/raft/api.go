@@ -88,6 +88,12 @@ type Raft struct {
 	// FORK.md).
 	parallelAppend atomic.Pointer[leaderAppend]
 
+	// leaderStoreFailed is set when this server, as leader, failed to
+	// store new entries in its log, and cleared by its next successful
+	// store: a sole voter then does not elect itself at once
+	// (Config.SoleVoterElectsAtOnce; Causeway's copy, FORK.md).
+	leaderStoreFailed atomic.Bool
+
 	// protocolVersion is used to inter-operate with Raft servers running
 	// different versions of the library. See comments in config.go for more
 	// details.

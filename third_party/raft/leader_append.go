@@ -104,8 +104,10 @@ func (a *leaderAppend) flush() bool {
 		if err := a.r.logs.StoreLogs(batch); err != nil {
 			a.r.logger.Error("failed to commit logs", "error", err)
 			a.failed.Store(true)
+			a.r.leaderStoreFailed.Store(true)
 			return false
 		}
+		a.r.storedAsLeader()
 		a.mu.Lock()
 		if a.pending = a.pending[len(batch):]; len(a.pending) == 0 {
 			a.pending = nil
@@ -137,6 +139,14 @@ func (r *Raft) stopParallelAppend() {
 	r.parallelAppend.CompareAndSwap(a, nil)
 	if a.failed.Load() {
 		r.resetLastLog()
+	}
+}
+
+// storedAsLeader clears leaderStoreFailed after a leader's successful
+// store.
+func (r *Raft) storedAsLeader() {
+	if r.leaderStoreFailed.Load() {
+		r.leaderStoreFailed.Store(false)
 	}
 }
 

@@ -162,7 +162,11 @@ func (r *Raft) runFollower() {
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
-	soleVoter := r.config().SoleVoterElectsAtOnce && isSoleVoter(r.configurations.latest, r.localID)
+	// Causeway's copy (FORK.md): not after its log store failed as
+	// leader's, which an election at once would only run into again (a log
+	// that fails stop: elected, failed, stepped down, in a loop).
+	soleVoter := r.config().SoleVoterElectsAtOnce && isSoleVoter(r.configurations.latest, r.localID) &&
+		!r.leaderStoreFailed.Load()
 	if soleVoter {
 		heartbeatTimer = time.After(0)
 	}
@@ -1318,9 +1322,13 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 			for _, applyLog := range applyLogs {
 				applyLog.respond(err)
 			}
+			// Causeway's copy (FORK.md): a sole voter waits a
+			// HeartbeatTimeout before it stands again.
+			r.leaderStoreFailed.Store(true)
 			r.setState(Follower)
 			return
 		}
+		r.storedAsLeader()
 		r.leaderState.commitment.match(r.localID, lastIndex)
 	}
 
