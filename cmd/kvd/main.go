@@ -75,7 +75,7 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, gcSett
 	fs.StringVar(&cfg.PeerAdvertise, "peer-advertise-addr", "", "host:port the site's other nodes dial for node-to-node traffic (default: --peer-addr; set it when --peer-addr listens on 0.0.0.0)")
 	fs.StringVar(&cfg.ClusterPeerAddr, "cluster-peer-addr", "", "host:port other sites dial for node-to-node traffic (default: the site's); for nodes that reach other sites on another network")
 	fs.StringVar(&cfg.GossipAddr, "gossip-addr", cfg.GossipAddr, "IP:port for membership gossip, UDP and TCP")
-	join := fs.String("join", "", "comma-separated gossip addresses of nodes of the site to join; empty starts a new site")
+	join := fs.String("join", "", "comma-separated gossip addresses of nodes of the site to join; empty on a new data directory starts a new site (a node that restarts on its data also joins the site's nodes its data records, and starts even if none answers)")
 	joinCluster := fs.String("join-cluster", "", "comma-separated peer addresses of nodes of any site of the cluster to join (the first node of a new site); empty with an empty --join starts a new cluster")
 	recoverCatalog := fs.String("recover-catalog", "", "comma-separated ids of the site catalog's voters lost for good: this node becomes the catalog's only voter (loses what they committed without it; see docs/operations.md)")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of each shard inside the site (fewer while the site is smaller)")

@@ -79,15 +79,19 @@ type Config struct {
 	LeaveTimeout time.Duration
 
 	// ReconnectInterval is how often this node tries to rejoin members it
-	// found dead (and its seeds, while it sees no other member alive), so
-	// that a node cut off by a partition rejoins once the network heals.
-	// Zero means the profile's value: 1s local, 10s LAN, 30s WAN.
+	// found dead and the seeds at which no member alive gossips, so that a
+	// node cut off by a partition rejoins once the network heals, and
+	// nodes that started apart find one another. Zero means the profile's
+	// value: 1s local, 10s LAN, 30s WAN.
 	ReconnectInterval time.Duration
 	// ReconnectTimeout is how long a dead member is retried (24h if
 	// zero); a member that left gracefully is never retried.
 	ReconnectTimeout time.Duration
-	// Seeds are gossip addresses to rejoin while no other member is alive
-	// (normally the addresses given to Join at start).
+	// Seeds are gossip addresses to rejoin while no member alive gossips
+	// at them (normally the addresses given to Join at start, and those of
+	// the other nodes of the site; SetSeeds replaces them). A seed given
+	// as a host name never matches a member's address, so it is contacted
+	// every ReconnectInterval.
 	Seeds []string
 
 	// WrapTransport, if set, wraps the UDP/TCP transport gossip runs on

@@ -18,13 +18,17 @@
 // malformed meta update keeps its last valid meta.
 //
 // Lifecycle: New starts memberlist (its listeners and timers) on BindAddr;
-// Join contacts existing members, retrying until one answers or ctx ends;
-// Leave announces a graceful departure; Shutdown stops gossip and closes
-// the Events channel. Without Leave, the others detect the node's absence
-// by probing and report it suspect, then dead.
+// Join contacts existing members, retrying until one answers or ctx ends
+// (TryJoin tries each address once); Leave announces a graceful
+// departure; Shutdown stops gossip and closes the Events channel. Without
+// Leave, the others detect the node's absence by probing and report it
+// suspect, then dead.
 //
-// Goroutines: this package starts none. memberlist owns its listener,
-// handler and timer goroutines, started by New and stopped by Shutdown.
+// Goroutines: this package starts one, the reconnector (reconnect.go),
+// which rejoins members found dead and seeds at which no member alive
+// gossips; New starts it and Shutdown stops it. memberlist owns its
+// listener, handler and timer goroutines, started by New and stopped by
+// Shutdown.
 // memberlist runs the event callbacks on its own goroutines while holding
 // its node lock; they update this package's view under a mutex and send to
 // the Events channel without ever blocking (when the channel is full the

@@ -50,6 +50,7 @@ type Membership struct {
 		left    bool                    // Leave was called
 		stopped bool                    // Shutdown was called; events is closed
 		failed  map[string]failedMember // dead members to rejoin, by name
+		seeds   []string                // addresses to rejoin while no member alive gossips there
 	}
 
 	// The reconnector's goroutine (reconnect.go) ends when stop closes.
@@ -81,6 +82,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 	m.mu.meta = meta
 	m.mu.peers = make(map[string]*peer)
 	m.mu.failed = make(map[string]failedMember)
+	m.mu.seeds = dedupe(cfg.Seeds)
 	m.stop = make(chan struct{})
 	m.events = make(chan Event, cfg.EventBuffer)
 	m.metrics, err = newMetrics(reg, m.countByState)
@@ -161,6 +163,75 @@ func (m *Membership) Join(ctx context.Context, addrs []string) (int, error) {
 		}
 		backoff = min(2*backoff, m.cfg.JoinMaxBackoff)
 	}
+}
+
+// TryJoin contacts each of addrs once, all at once, and merges state with
+// every one that answers, without retrying: it returns how many answered,
+// or an error wrapping ErrJoin when none did. It takes up to TCPTimeout
+// (an address whose host is down).
+func (m *Membership) TryJoin(addrs []string) (int, error) {
+	if len(addrs) == 0 {
+		return 0, fmt.Errorf("%w: no addresses given", ErrJoin)
+	}
+	if m.closed() {
+		return 0, ErrClosed
+	}
+	m.metrics.joinAttempts.Inc()
+	var (
+		wg       sync.WaitGroup
+		answered atomic.Int64
+		errs     = make([]error, len(addrs))
+	)
+	for i, a := range addrs {
+		wg.Go(func() {
+			k, err := m.ml.Join([]string{a})
+			answered.Add(int64(k))
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	n, err := int(answered.Load()), errors.Join(errs...)
+	if n > 0 {
+		m.log.Info("membership: joined", "contacted", n, "addrs", addrs)
+		return n, nil
+	}
+	m.metrics.joinFailures.Inc()
+	return 0, fmt.Errorf("%w: %v", ErrJoin, err)
+}
+
+// SetSeeds replaces the addresses the reconnector tries while no member
+// alive gossips at them (Config.Seeds at first). Duplicates are dropped.
+func (m *Membership) SetSeeds(addrs []string) {
+	seeds := dedupe(addrs)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.Equal(seeds, m.mu.seeds) {
+		m.log.Info("membership: seeds", "addrs", seeds)
+	}
+	m.mu.seeds = seeds
+}
+
+// ReconnectInterval is how often the reconnector tries the members found
+// dead and the seeds (Config.ReconnectInterval or the profile's).
+func (m *Membership) ReconnectInterval() time.Duration { return m.cfg.reconnectInterval() }
+
+// Seeds returns the addresses the reconnector tries while no member alive
+// gossips at them.
+func (m *Membership) Seeds() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.mu.seeds)
+}
+
+// dedupe returns addrs without empty strings and repeats, in order.
+func dedupe(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // joinOnce tries each address once, stopping early if ctx ends.

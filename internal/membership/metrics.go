@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer, membersByState func() map[State]int) 
 		}),
 		reconnectAttempts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "membership", Name: "reconnect_attempts_total",
-			Help: "Attempts to rejoin a member found dead, or a seed while no other member was alive.",
+			Help: "Attempts to rejoin a member found dead, or a seed at which no member alive gossips.",
 		}),
 		malformedMeta: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "membership", Name: "malformed_meta_total",

@@ -97,7 +97,8 @@ type Server struct {
 	hostDone                 chan struct{}
 	geoStop                  context.CancelFunc
 	geoDone                  chan struct{}
-	wan                      wanState // the fault layer of --simulate-wan and --debug-faults (wan.go)
+	wan                      wanState    // the fault layer of --simulate-wan and --debug-faults (wan.go)
+	gossip                   gossipWatch // gossip seeds and the site's view (rejoin.go)
 	wg                       sync.WaitGroup
 	stopOnce                 sync.Once
 
@@ -410,15 +411,12 @@ func (s *Server) Start() (err error) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	if len(s.cfg.Join) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := s.members.Join(ctx, s.cfg.Join); err != nil {
-			return fmt.Errorf("join %v: %w", s.cfg.Join, err)
-		}
+	if err := s.joinSite(fresh); err != nil {
+		return err
 	}
+	s.watchGossip()
 	s.log.Info("kvd started", "client_addr", clientAddr, "peer_addr", peerAddr, "gossip_addr", s.members.Local().GossipAddr,
-		"http_addr", s.HTTPAddr(), "data_dir", s.cfg.DataDir, "join", s.cfg.Join)
+		"http_addr", s.HTTPAddr(), "data_dir", s.cfg.DataDir, "join", s.cfg.Join, "gossip_seeds", s.members.Seeds())
 	return nil
 }
 
@@ -602,17 +600,23 @@ func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	return h(ctx, req)
 }
 
+// readyz answers Ready, and with a ready node, a warning while gossip
+// and the site catalog disagree on the node's site (siteCutOff).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.Ready(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ready")
+	if why := s.siteCutOff(); why != "" {
+		fmt.Fprintln(w, "warning: "+why)
+	}
 }
 
 // Ready reports whether the node can serve: the site catalog has a leader,
 // every replica the placement map assigns to this node is open, and each
-// of them knows its shard's leader.
+// of them knows its shard's leader. Without a catalog leader, the reason
+// says which of the catalog's other voters gossip shows alive.
 func (s *Server) Ready() error {
 	if err := s.fatalError(); err != nil {
 		return fmt.Errorf("stopping on a fatal error: %w", err)
@@ -631,7 +635,7 @@ func (s *Server) Ready() error {
 		return errors.New("starting")
 	}
 	if id, _ := s.catalog.Leader(); id == "" {
-		return errors.New("the site catalog has no leader")
+		return errors.New(s.noLeaderReason())
 	}
 	if m, _ := s.catalog.Map(); !s.hosts(m) {
 		return errors.New("shard replicas are still opening")
