@@ -665,7 +665,9 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 		if _, gone := taken[id]; gone {
 			continue
 		}
-		if !down && !aliveSet[id] && !guards.Off(guards.RestartGrace) {
+		// Nodes this start's catalog recovery names as lost
+		// (Config.RecoverLost) are not waited for: the operator said so.
+		if !down && !aliveSet[id] && !slices.Contains(c.cfg.RecoverLost, id) && !guards.Off(guards.RestartGrace) {
 			since, down = c.unseenSince(id), true
 		}
 		if aliveSet[id] || (down && time.Since(since) < c.cfg.DeadGrace) {

@@ -37,7 +37,7 @@ func TestWholeSiteRestartKeepsTheLateNode(t *testing.T) {
 	everyShardWritable(t, c.Node("n1"), time.Minute)
 	// Placement rounds run every 200 ms here: the late node would lose its
 	// replicas in the first of them.
-	const watch = 10 * time.Second
+	const watch = 6 * time.Second
 	until := time.Now().Add(watch)
 	for time.Now().Before(until) {
 		m := c.Map()
