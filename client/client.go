@@ -366,7 +366,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		err := call(actx, ep)
-		cut := actx.Err() != nil
+		cut := actx.Err() != nil || cutByServer(actx, err)
 		cancel()
 		if err == nil {
 			return nil
@@ -405,6 +405,17 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		case <-t.C:
 		}
 	}
+}
+
+// cutByServer reports whether err is the server's end of the attempt's
+// deadline: gRPC passes the deadline on, and the server's copy can run
+// out a moment before the client's, so the attempt ends DEADLINE_EXCEEDED
+// while actx still has a few milliseconds left. A DEADLINE_EXCEEDED the
+// server chose to answer (a causal floor not reached in time) comes well
+// before the deadline.
+func cutByServer(actx context.Context, err error) bool {
+	dl, ok := actx.Deadline()
+	return ok && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < 100*time.Millisecond
 }
 
 // withAnswer returns err, the error of a call's last attempt; if that

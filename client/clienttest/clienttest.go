@@ -44,8 +44,9 @@ type Server struct {
 		failData  []codes.Code
 		lose      int
 		block     bool
-		blockFrom int // calls numbered from it block (0: none)
+		blockFrom int // data calls numbered from it block (0: none)
 		calls     int
+		dataCalls int // calls with a request header (not admin calls)
 		putIDs    []*kvv1.RequestID
 		sessions  [][]byte
 
@@ -139,12 +140,13 @@ func (s *Server) Block(on bool) {
 	s.mu.block = on
 }
 
-// BlockFrom makes the nth call from now, and every later one, wait until
-// its context ends (n = 1: the next call).
+// BlockFrom makes the nth data call from now, and every later one, wait
+// until its context ends (n = 1: the next data call). Admin calls (which
+// the client makes in the background) neither count nor block.
 func (s *Server) BlockFrom(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.blockFrom = s.mu.calls + n
+	s.mu.blockFrom = s.mu.dataCalls + n
 }
 
 // Calls returns the number of calls received.
@@ -190,9 +192,10 @@ func (s *Server) Versions(keyspace, key string) []*kvv1.VersionedValue {
 func (s *Server) enterLocked(ctx context.Context, h *kvv1.RequestHeader) error {
 	s.mu.calls++
 	if h != nil {
+		s.mu.dataCalls++
 		s.mu.sessions = append(s.mu.sessions, h.GetSession())
 	}
-	if s.mu.block || (s.mu.blockFrom > 0 && s.mu.calls >= s.mu.blockFrom) {
+	if s.mu.block || (h != nil && s.mu.blockFrom > 0 && s.mu.dataCalls >= s.mu.blockFrom) {
 		s.mu.Unlock()
 		<-ctx.Done()
 		s.mu.Lock()
