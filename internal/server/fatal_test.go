@@ -29,17 +29,8 @@ import (
 // the file system, with the state database rebuilt) has every
 // acknowledged write.
 func TestFailedLogSyncStopsTheNode(t *testing.T) {
-	root := t.TempDir()
-	mem := vfs.NewMem()
-	dir := filepath.Join(root, "data")
-	if err := vfs.MkdirAllSync(mem, dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tog := errorfs.NewToggle(errorfs.Under(filepath.Join(dir, walDir), errorfs.Syncs))
-	cfg := testConfig(dir)
-	cfg.Shards = 2
-	cfg.FS = errorfs.Wrap(mem, tog)
-	cfg.BootID = "boot-1"
+	cfg, mem, tog := walFaultConfig(t, errorfs.Syncs)
+	dir := cfg.DataDir
 	n := start(t, cfg)
 	ran := make(chan error, 1)
 	go func() { ran <- n.srv.Run(context.Background()) }()
@@ -144,17 +135,7 @@ func TestFailedLogSyncStopsTheNode(t *testing.T) {
 // a stop lets requests in flight finish for up to 30 s here. The bounds
 // are generous for a loaded machine: the point is that nothing hangs.
 func TestFailedLogWriteFailsFast(t *testing.T) {
-	root := t.TempDir()
-	mem := vfs.NewMem()
-	dir := filepath.Join(root, "data")
-	if err := vfs.MkdirAllSync(mem, dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tog := errorfs.NewToggle(errorfs.Under(filepath.Join(dir, walDir), errorfs.Writes))
-	cfg := testConfig(dir)
-	cfg.Shards = 2
-	cfg.FS = errorfs.Wrap(mem, tog)
-	cfg.BootID = "boot-1"
+	cfg, _, tog := walFaultConfig(t, errorfs.Writes)
 	cfg.ShutdownGrace = 30 * time.Second
 	lines := &countLines{substr: "failed to commit logs"}
 	n := startLogged(t, cfg, slog.New(lines))
@@ -343,4 +324,23 @@ func TestFailedStateDatabaseStopsTheNode(t *testing.T) {
 			t.Fatalf("acknowledged %s after the restart: %v", k, g)
 		}
 	}
+}
+
+// walFaultConfig returns the configuration of a 2-shard node whose data
+// directory lives in a memory file system (returned, for crash images)
+// where the operations pred selects under the WAL directory fail once
+// the returned toggle is on.
+func walFaultConfig(t *testing.T, pred errorfs.Predicate) (Config, *vfs.MemFS, *errorfs.Toggle) {
+	t.Helper()
+	mem := vfs.NewMem()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := vfs.MkdirAllSync(mem, dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tog := errorfs.NewToggle(errorfs.Under(filepath.Join(dir, walDir), pred))
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	cfg.FS = errorfs.Wrap(mem, tog)
+	cfg.BootID = "boot-1"
+	return cfg, mem, tog
 }
