@@ -219,6 +219,22 @@ func (c *Cluster) Joined() bool {
 	return ok
 }
 
+// Current reports whether the node's configuration lists it at the
+// addresses it runs on. A node restarted on its data with other ports is
+// listed at its old ones until it registers again (Join): the other sites
+// would route to them, and its site's nodes would look for its gossip
+// there after a restart.
+func (c *Cluster) Current() bool {
+	cfg, _ := c.Config()
+	n, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]
+	return ok && sameAddrs(n, c.opts.Self)
+}
+
+// sameAddrs reports whether a and b are at the same addresses.
+func sameAddrs(a, b Node) bool {
+	return a.PeerAddr == b.PeerAddr && a.ClientAddr == b.ClientAddr && a.GossipAddr == b.GossipAddr
+}
+
 // Close stops the replica.
 func (c *Cluster) Close() error {
 	c.stopOnce.Do(func() { close(c.stop) })
@@ -445,10 +461,11 @@ func newClusterID() uint64 {
 	}
 }
 
-// registerSelf registers this node (leader only) unless it is registered.
+// registerSelf registers this node (leader only) unless it is registered
+// at the addresses it runs on.
 func (c *Cluster) registerSelf(ctx context.Context) error {
 	cfg := c.fsm.config()
-	if _, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]; ok {
+	if n, ok := cfg.Sites[c.opts.Self.Site].Nodes[c.opts.Self.ID]; ok && sameAddrs(n, c.opts.Self) {
 		return nil
 	}
 	self := c.opts.Self

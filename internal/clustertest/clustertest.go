@@ -255,7 +255,7 @@ func (c *Cluster) Kill(n *Node) {
 // Restart starts a stopped or killed node again on its data directory and
 // its addresses (raft configurations and gossip name them); mutate, if
 // set, changes its configuration for this start only. n is updated in
-// place.
+// place; if mutate gave it other addresses, later restarts use them.
 func (c *Cluster) Restart(n *Node, mutate func(*server.Config)) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -274,6 +274,8 @@ func (c *Cluster) Restart(n *Node, mutate func(*server.Config)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n.Cfg, n.Srv, n.KV, n.Admin, n.Peer, n.conns, n.down = base, fresh.Srv, fresh.KV, fresh.Admin, fresh.Peer, fresh.conns, false
+	n.clientAddr, n.peerAddr, n.gossipAddr = fresh.clientAddr, fresh.peerAddr, fresh.gossipAddr
+	n.Cfg.ClientAddr, n.Cfg.PeerAddr, n.Cfg.GossipAddr = fresh.clientAddr, fresh.peerAddr, fresh.gossipAddr
 }
 
 // Endpoint returns n's endpoint in Net.

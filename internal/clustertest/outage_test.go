@@ -180,3 +180,62 @@ func TestGossipCutOffNodeSaysSo(t *testing.T) {
 		return nil
 	})
 }
+
+// otherPorts restarts a node on new ports (the same data directory).
+func otherPorts(cfg *server.Config) {
+	cfg.ClientAddr, cfg.PeerAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+}
+
+// recordedAt reports why n's copy of the cluster configuration does not
+// record o at the addresses o runs on.
+func recordedAt(n, o *Node) error {
+	cfg, _ := n.Srv.Cluster().Config()
+	rec, ok := cfg.Sites[o.Cfg.Site].Nodes[o.ID]
+	switch {
+	case !ok:
+		return fmt.Errorf("%s's cluster configuration does not list %s", n.ID, o.ID)
+	case rec.PeerAddr != o.peerAddr || rec.ClientAddr != o.clientAddr || rec.GossipAddr != o.gossipAddr:
+		return fmt.Errorf("%s's cluster configuration records %s at peer %s, client %s, gossip %s; it runs at %s, %s, %s",
+			n.ID, o.ID, rec.PeerAddr, rec.ClientAddr, rec.GossipAddr, o.peerAddr, o.clientAddr, o.gossipAddr)
+	}
+	return nil
+}
+
+// TestNodeRestartedOnOtherPorts: n3 restarts on its data with other
+// client, peer and gossip ports. The cluster configuration must follow
+// it, so that after the whole site goes down and every node starts
+// without --join (n3 first), the nodes find one another through the
+// addresses their data records. Before, the configuration kept n3's old
+// addresses for good: the other sites would have routed to them, and n1
+// and n2 looked for n3's gossip at its old port after a restart.
+func TestNodeRestartedOnOtherPorts(t *testing.T) {
+	c := New(t, 3, nil)
+	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
+	ctx := ctxT(t, 4*time.Minute)
+	keys := putPerShard(ctx, t, n1, "before/", "v")
+	old := n3.gossipAddr
+
+	lose(c, n3)
+	c.Restart(n3, otherPorts)
+	if n3.gossipAddr == old {
+		t.Fatalf("n3 restarted on its old gossip address %s", old)
+	}
+	poll.Every(50*time.Millisecond).Until(t, 30*time.Second, "the cluster configuration records n3's new addresses on every node", func() error {
+		for _, n := range []*Node{n1, n2, n3} {
+			if err := recordedAt(n, n3); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.WaitSettled(time.Minute)
+	readStrong(t, n3, keys, "v")
+
+	lose(c, n1, n2, n3)
+	c.Restart(n3, noJoin)
+	c.Restart(n2, noJoin)
+	c.Restart(n1, noJoin)
+	poll.Every(50*time.Millisecond).Until(t, 30*time.Second, "one gossip membership of n1, n2 and n3", func() error { return oneMembership(c) })
+	c.WaitSettled(time.Minute)
+	readStrong(t, n3, keys, "v")
+}

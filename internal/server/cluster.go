@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -98,15 +99,19 @@ func (s *Server) followCluster() {
 			}
 		}
 	}()
-	if s.cluster.Joined() || len(s.cfg.Join) == 0 {
+	if s.cluster.Current() {
 		return
 	}
+	// A node that joined its site through gossip registers with the
+	// cluster; one that is registered at other addresses (it restarted on
+	// its data with other ports) registers again, so that the other sites
+	// reach it and its site finds its gossip after a restart.
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
-		for !s.cluster.Joined() {
+		for !s.cluster.Current() {
 			if targets := s.joinTargets(); len(targets) > 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				go func() {
@@ -131,12 +136,21 @@ func (s *Server) followCluster() {
 }
 
 // joinTargets lists the peer addresses of the other nodes gossip knows
-// alive.
+// alive, then those of the other nodes the node's copy of the cluster
+// configuration records (other sites' nodes, which gossip does not show).
 func (s *Server) joinTargets() []string {
 	var out []string
 	for _, m := range s.members.Members() {
 		if m.State == membership.StateAlive && m.PeerAddr != "" && !(m.Site == s.cfg.Site && m.NodeID == s.cfg.NodeID) {
 			out = append(out, m.PeerAddr)
+		}
+	}
+	cfg, _ := s.cluster.Config()
+	for _, site := range cfg.SiteNames() {
+		for _, n := range cfg.Nodes(site) {
+			if n.PeerAddr != "" && !(site == s.cfg.Site && n.ID == s.cfg.NodeID) && !slices.Contains(out, n.PeerAddr) {
+				out = append(out, n.PeerAddr)
+			}
 		}
 	}
 	return out
