@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/clustertest"
 )
 
@@ -170,5 +171,46 @@ func TestIntegrationSessionFileMovesSites(t *testing.T) {
 	}
 	if r := kvctl(t, "", at("s2"), "txn-get", "a0", "missing"); r.code != ExitNotFound || r.stdout != "a0\tv1\n" {
 		t.Fatalf("txn-get with a missing key: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestIntegrationSessionFileMovesBack moves a kvctl session file from s1
+// to s2 and back: the file must name the site that served the session
+// last, so that s1 waits for what the session wrote at s2. With s1 cut
+// off from s2, the read at s1 must be refused as unavailable (the site
+// has not applied the session's past), never answer "not found".
+func TestIntegrationSessionFileMovesBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two sites")
+	}
+	s := clustertest.NewSites(t, clustertest.SitesOptions{Sites: []string{"s1", "s2"}, NodesPerSite: 1, Shards: 2})
+	session := filepath.Join(t.TempDir(), "session")
+	at := func(site string) map[string]string {
+		return map[string]string{EnvEndpoints: s.Site(site).Nodes[0].Srv.ClientAddr(), EnvSessionFile: session}
+	}
+	mustOK(t, kvctl(t, "", at("s1"), "put", "a", "v1"))
+	if r := mustOK(t, kvctl(t, "", at("s2"), "--timeout", "30s", "get", "a")); r.stdout != "v1\n" {
+		t.Fatalf("get a at s2 after the put at s1: %q", r.stdout)
+	}
+	s.Net.PartitionSites("s1", "s2")
+	mustOK(t, kvctl(t, "", at("s2"), "put", "b", "v2"))
+	tok, err := loadSession(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := causal.DecodeSession(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Site != "s2" {
+		t.Fatalf("the session file after a put at s2 names site %q; want s2, the site that served it last", sess.Site)
+	}
+	if r := kvctl(t, "", at("s1"), "--timeout", "3s", "get", "b"); r.code != ExitUnavailable || !strings.Contains(r.stderr, "causal past") {
+		t.Fatalf("get b at s1, cut off from s2 where the session wrote it: exit %d, stdout %q, stderr %q; want exit %d, the site has not applied the session's causal past",
+			r.code, r.stdout, r.stderr, ExitUnavailable)
+	}
+	s.Net.Heal()
+	if r := mustOK(t, kvctl(t, "", at("s1"), "--timeout", "30s", "get", "b")); r.stdout != "v2\n" {
+		t.Fatalf("get b at s1 after the heal: %q", r.stdout)
 	}
 }

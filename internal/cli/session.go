@@ -63,7 +63,14 @@ func saveSession(path string, tok []byte, replace bool) error {
 	if data, err := os.ReadFile(path); err == nil && !replace {
 		if cur, err := decodeSessionFile(data); err == nil {
 			if o, err := causal.DecodeSession(cur); err == nil && (o.Cluster == 0 || s.Cluster == 0 || o.Cluster == s.Cluster) {
+				// The new token names the site that served the session
+				// last (a site it moves to waits for what it saw there):
+				// the file's older session must not take that back.
+				site := s.Site
 				s.Merge(o)
+				if site != "" {
+					s.Site = site
+				}
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/client"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/server"
 )
@@ -265,4 +266,52 @@ func TestClientFailsOverToAnotherSite(t *testing.T) {
 			t.Fatalf("GetTxn at s2 misses %s", it.Key)
 		}
 	}
+}
+
+// TestLeaderWaitsForAnotherSitesFloor: a session that observed s1's write
+// of k, and whose token names s2 as its last site (a token merged from
+// two clients' sessions keeps one site, causal.Session.Merge), reads k at
+// s2 while s1 is cut off. Its PastHLC lies above the newest HLC of s2's
+// replica, so the read has a fallback floor of s2's own writes too: the
+// shard leader meets that one with a read barrier, but the barrier brings
+// nothing of s1's, so the read must wait for s1's write (and fail once
+// its wait ends) rather than answer that k does not exist.
+func TestLeaderWaitsForAnotherSitesFloor(t *testing.T) {
+	t.Parallel()
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fs.Net.PartitionSites("s1", "s2")
+	fs.Net.PartitionSites("s1", "s3")
+	resp, err := fs.kv("s1").Put(ctx, &kvv1.PutRequest{Key: []byte("k"), Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := causal.DecodeSession(resp.Header.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Site = "s2"
+	sess.ObserveHLC(resp.Version.Hlc + uint64(time.Second.Milliseconds())<<causal.LogicalBits)
+	tok := sess.Encode()
+	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+	got, err := fs.kv("s2").Get(gctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("k")})
+	gcancel()
+	if err == nil {
+		t.Fatalf("read at s2, cut off from s1, of s1's write the session observed: found %v, value %q, no error; want a causal wait error", got.Found, got.Value)
+	}
+	if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
+		t.Fatalf("read at s2 of s1's write s2 cannot have: %v; want DEADLINE_EXCEEDED or UNAVAILABLE", err)
+	}
+	fs.Net.Heal()
+	poll.Until(t, 60*time.Second, "the read at s2 sees s1's write after healing", func() error {
+		r, err := fs.kv("s2").Get(ctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: []byte("k")})
+		if err != nil {
+			return err
+		}
+		if !r.Found || string(r.Value) != "v" {
+			return fmt.Errorf("found %v, value %q", r.Found, r.Value)
+		}
+		return nil
+	})
 }

@@ -370,8 +370,17 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 					g.AdvanceClosed(f.HLC)
 				}
 			}
-			r.metrics.localRead(true)
-			return g, "", nil
+			// The barrier makes the leader current with this site's
+			// writes only: a version of another site that the session
+			// observed is here once its chain brought it, so the read
+			// still waits for it below.
+			missing = slices.DeleteFunc(missing, func(f causal.Floor) bool {
+				return f.Fallback || f.Origin == "" || g.HasApplied(f.Origin, f.HLC)
+			})
+			if len(missing) == 0 {
+				r.metrics.localRead(true)
+				return g, "", nil
+			}
 		case g.LeaderAddr() != "":
 			r.metrics.floorWaits.Inc()
 			r.metrics.forwarded.Inc()
