@@ -375,10 +375,10 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			answered = err
 		}
 		retry, failover := retryable(ctx, err)
-		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
-			return withAnswer(err, cut, answered)
-		}
-		if failover && pinned < 0 && n > 1 {
+		failover = failover && pinned < 0 && n > 1
+		if failover {
+			// The next attempt, of this call or of the next one when this
+			// one does not retry, goes to the next endpoint.
 			next := (ep + 1) % n
 			if c.cur.CompareAndSwap(int64(ep), int64(next)) {
 				c.fullNext.Store(true)
@@ -390,6 +390,11 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 				}
 			}
 			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
+		}
+		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
+			return withAnswer(err, cut, answered)
+		}
+		if failover {
 			failovers++
 			if failovers < n {
 				continue // try every other endpoint once before backing off

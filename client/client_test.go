@@ -63,7 +63,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative dial timeout", func(c *Config) { c.DialTimeout = -1 }, ErrInvalidConfig},
 		{"negative request timeout", func(c *Config) { c.RequestTimeout = -1 }, ErrInvalidConfig},
 		{"negative backoff", func(c *Config) { c.RetryBackoff = -1 }, ErrInvalidConfig},
-		{"negative retries", func(c *Config) { c.MaxRetries = -1 }, ErrInvalidConfig},
+		{"no retries", func(c *Config) { c.MaxRetries = NoRetries }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,6 +288,37 @@ func TestFailover(t *testing.T) {
 	}
 	if _, err := c.Status(ctx, WithEndpoint("10.255.255.1:1")); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("Status on unknown endpoint = %v, want InvalidArgument", err)
+	}
+}
+
+// TestBareConfigRetriesAndFailsOver: a Config with only Endpoints set
+// retries and fails over as DefaultConfig does (a zero MaxRetries once
+// meant no retry: every call through a dead first endpoint failed), and
+// with NoRetries the call that met the dead endpoint fails but the next
+// one goes to the next endpoint.
+func TestBareConfigRetriesAndFailsOver(t *testing.T) {
+	_, addr := startFake(t)
+	dead := clienttest.DeadAddr(t)
+	ctx := context.Background()
+	c, err := New(ctx, Config{Endpoints: []string{dead, addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("Put with a dead first endpoint and a bare Config: %v", err)
+	}
+
+	nr, err := New(ctx, Config{Endpoints: []string{dead, addr}, MaxRetries: NoRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nr.Close()
+	if _, err := nr.Put(ctx, []byte("k"), []byte("v")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Put without retries through a dead endpoint: %v, want Unavailable", err)
+	}
+	if _, err := nr.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("the next Put without retries: %v; want it sent to the live endpoint", err)
 	}
 }
 

@@ -43,7 +43,8 @@ type Config struct {
 	RequestTimeout time.Duration
 
 	// MaxRetries is how many times a call is retried after its first
-	// attempt fails with a retryable error. Zero disables retries.
+	// attempt fails with a retryable error. Zero means the DefaultConfig
+	// value; NoRetries (any negative number) disables retries.
 	MaxRetries int
 
 	// RetryBackoff is the wait before the first retry; it doubles with
@@ -102,6 +103,11 @@ func DefaultConfig() Config {
 	}
 }
 
+// NoRetries, as Config.MaxRetries, disables retries: a call fails with
+// its first attempt's error (a failed endpoint is still left for the next
+// call).
+const NoRetries = -1
+
 // Validate reports whether cfg is usable. Zero durations are valid (they
 // take the default); negative ones are not.
 func (cfg Config) Validate() error {
@@ -125,8 +131,6 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: negative RetryBackoff %v", ErrInvalidConfig, cfg.RetryBackoff)
 	case cfg.RouteRefresh < 0:
 		return fmt.Errorf("%w: negative RouteRefresh %v", ErrInvalidConfig, cfg.RouteRefresh)
-	case cfg.MaxRetries < 0:
-		return fmt.Errorf("%w: negative MaxRetries %d", ErrInvalidConfig, cfg.MaxRetries)
 	}
 	return nil
 }
@@ -151,6 +155,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.FailbackAfter == 0 {
 		cfg.FailbackAfter = d.FailbackAfter
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = d.MaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
 	}
 	return cfg
 }
