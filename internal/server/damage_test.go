@@ -373,3 +373,93 @@ func zeroRange(path string, off int64, n int) error {
 	}
 	return f.Close()
 }
+
+// TestLostLogStaysRefused: a node whose write-ahead log is gone (wal/
+// deleted, or its only segment emptied) refuses to start, naming raft.db
+// and the log, and creates nothing in the log's place: started again (a
+// supervisor restarts a node that exits 1) it refuses again, rather than
+// run on a new empty log without its acknowledged writes (a single-node
+// site then waited forever for a catalog leader; a node of a larger site
+// rejoined under its id having lost the entries it had acknowledged).
+func TestLostLogStaysRefused(t *testing.T) {
+	dir, _, segs, _ := loggedNode(t)
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, crash string)
+		check  func(t *testing.T, crash string)
+	}{
+		{"wal deleted", func(t *testing.T, crash string) {
+			if err := os.RemoveAll(filepath.Join(crash, walDir)); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, crash string) {
+			if _, err := os.Stat(filepath.Join(crash, walDir)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a refused start created %s: %v", walDir, err)
+			}
+		}},
+		{"only segment emptied", func(t *testing.T, crash string) {
+			if err := os.WriteFile(filepath.Join(crash, walDir, filepath.Base(segs[0])), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, crash string) {
+			got, err := filepath.Glob(filepath.Join(crash, walDir, "*.wal"))
+			if err != nil || len(got) != 1 || filepath.Base(got[0]) != filepath.Base(segs[0]) {
+				t.Fatalf("segments after a refused start: %v, %v", got, err)
+			}
+			if fi, err := os.Stat(got[0]); err != nil || fi.Size() != 0 {
+				t.Fatalf("the emptied segment changed: %v, %v", fi, err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			crash := t.TempDir()
+			copyDir(t, dir, crash)
+			c.damage(t, crash)
+			cfg := testConfig(crash)
+			cfg.Shards, cfg.BootID = 2, "boot-1"
+			for attempt := 1; attempt <= 2; attempt++ {
+				srv, err := New(cfg, quietLogger())
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = srv.Start()
+				if err == nil {
+					srv.Stop()
+					t.Fatalf("start %d: the node started without its write-ahead log", attempt)
+				}
+				if msg := err.Error(); !errors.Is(err, storage.ErrMissingLog) || !strings.Contains(msg, filepath.Join(crash, raftFile)) ||
+					!strings.Contains(msg, filepath.Join(crash, walDir)) || !strings.Contains(msg, "docs/operations.md") {
+					t.Fatalf("start %d: %v", attempt, err)
+				}
+				c.check(t, crash)
+			}
+		})
+	}
+}
+
+// TestEmptyRaftFileIsRefused: a raft.db emptied (0 bytes) beside the rest
+// of a node's data is refused, naming the file, rather than initialized
+// as a new database (the node went on with its raft terms and votes
+// reset, free to vote twice in a term, and without its site incarnation).
+func TestEmptyRaftFileIsRefused(t *testing.T) {
+	dir, cfg, _, _ := loggedNode(t)
+	path := filepath.Join(dir, raftFile)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	if err == nil {
+		srv.Stop()
+		t.Fatal("the node started on an empty raft.db")
+	}
+	if msg := err.Error(); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(msg, path) || !strings.Contains(msg, "docs/operations.md") {
+		t.Fatalf("start on an empty raft.db: %v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Fatalf("raft.db changed: %v, %v", fi, err)
+	}
+}

@@ -452,8 +452,13 @@ func (s *Server) openStorage() (err error) {
 	logCfg := storage.DefaultConfig(filepath.Join(s.cfg.DataDir, raftFile), id)
 	logCfg.Name = "raft"
 	logCfg.NoSync = s.cfg.NoSync
-	_, serr := os.Stat(logCfg.Path)
+	fi, serr := os.Stat(logCfg.Path)
 	raftExisted := serr == nil
+	if raftExisted && fi.Mode().IsRegular() && fi.Size() == 0 {
+		if err := checkEmptyRaftFile(s.cfg.DataDir, logCfg.Path); err != nil {
+			return err
+		}
+	}
 	if s.logDB, err = storage.Open(logCfg, s.log, s.reg); err != nil {
 		if errors.Is(err, storage.ErrCorrupt) {
 			// raft.db holds raft's votes and terms: nothing else has them.
@@ -463,7 +468,18 @@ func (s *Server) openStorage() (err error) {
 	}
 	walCfg := wal.DefaultConfig(filepath.Join(s.cfg.DataDir, walDir))
 	walCfg.NoSync, walCfg.FS = s.cfg.NoSync, s.cfg.FS
+	// Once raft.db records that the logs are in wal/, a missing or emptied
+	// log is refused before anything is created in its place: a log
+	// created empty would let the next start (a supervisor's restart) go
+	// on without the entries.
+	if walCfg.Existing, err = storage.RaftLogsMoved(s.logDB); err != nil {
+		return err
+	}
 	if s.wal, err = wal.Open(walCfg, s.log, s.reg); err != nil {
+		if errors.Is(err, wal.ErrMissing) {
+			return fmt.Errorf("%w: %s says the raft logs are in the write-ahead log: %w; refusing to start without them (see \"A damaged data directory\" in docs/operations.md)",
+				storage.ErrMissingLog, s.logDB.Path(), err)
+		}
 		return err
 	}
 	// A failed write or sync of the log: etcd exits too. What the file
@@ -586,6 +602,31 @@ func checkDataDir(dir string) (fresh bool, err error) {
 		return false, fmt.Errorf("%w: %s has no %s; refusing to start on partial data", ErrForeignDataDir, dir, raftFile)
 	}
 	return !hasRaft, nil
+}
+
+// checkEmptyRaftFile refuses an empty raft.db (path) in a data directory
+// that holds anything else. bbolt would initialize it as a new database:
+// the node would go on with its raft terms and votes reset (and could
+// vote twice in a term), and without its site incarnation. Only a crash
+// while the very first start created raft.db, before any other file, can
+// leave it empty.
+func checkEmptyRaftFile(dir, path string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	var others []string
+	for _, e := range entries {
+		// lost+found: the data directory may be a file system's root.
+		if e.Name() != raftFile && e.Name() != "lost+found" {
+			others = append(others, e.Name())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is empty (0 bytes), but the data directory holds %q: raft's terms, votes and the site incarnation are gone; refusing to start (see \"A damaged data directory\" in docs/operations.md)",
+		storage.ErrCorrupt, path, others)
 }
 
 // recoverUnary turns a panic in a handler into an Internal error instead of

@@ -25,7 +25,8 @@ import (
 // Errors returned by the store.
 var (
 	// ErrCorrupt: a snapshot's state does not match the size or CRC in
-	// its meta.json.
+	// its meta.json, or its meta.json does not match the snapshot's
+	// directory name.
 	ErrCorrupt = errors.New("snapstore: snapshot is corrupt")
 	// ErrLogGap: a group's raft log does not continue its newest snapshot
 	// (see CheckLog).
@@ -211,6 +212,14 @@ func (s *Store) readMeta(name string) (*meta, error) {
 	m := &meta{}
 	if err := json.NewDecoder(bufio.NewReader(f)).Decode(m); err != nil {
 		return nil, fmt.Errorf("%s: %w", metaFile, err)
+	}
+	// The CRC covers the state, not meta.json: a changed digit in its
+	// term or index still decodes, and raft would then skip (or replay)
+	// entries after the snapshot. The directory name, <term>-<index>-<ms>,
+	// repeats them.
+	if m.ID != name || !strings.HasPrefix(name, fmt.Sprintf("%d-%d-", m.Term, m.Index)) {
+		return nil, fmt.Errorf("%w: %s: %s says snapshot %q of term %d and index %d, which the directory's name contradicts",
+			ErrCorrupt, name, metaFile, m.ID, m.Term, m.Index)
 	}
 	return m, nil
 }

@@ -34,6 +34,17 @@ type RaftLogs struct {
 	wal *wal.WAL
 }
 
+// RaftLogsMoved reports whether db (raft.db) records that the raft logs
+// live in the write-ahead log: that log was used, and must be there
+// (wal.Config.Existing).
+func RaftLogsMoved(db *DB) (moved bool, err error) {
+	err = db.View(func(tx *Tx) error {
+		moved = bytes.Equal(tx.btx.Bucket(bucketMeta).Get(metaRaftLogs), []byte("wal"))
+		return nil
+	})
+	return moved, err
+}
+
 // OpenRaftLogs combines the stable stores in db with the logs in w. Logs
 // that an earlier version kept in db are moved into w first: a group's
 // entries are copied (replacing whatever a move interrupted by a crash

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,4 +171,80 @@ func TestValidRecordsInsideDataAreNotRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEntries(t, open(t, testConfig(src)).Log("g"), 1, 3, 1)
+}
+
+// TestExistingLogMustBeThere: with Config.Existing (raft.db says the log
+// was used), a missing directory, an empty one, and an only segment
+// without a valid header (an empty or zeroed file in place of the
+// segment) fail Open with ErrMissing, and Open creates and removes
+// nothing: the next Open fails the same way. Without Existing, an only
+// segment without a header is an interrupted creation and is removed;
+// with Existing, an incomplete segment after a complete one still is.
+func TestExistingLogMustBeThere(t *testing.T) {
+	existing := func(dir string) Config {
+		cfg := testConfig(dir)
+		cfg.Existing = true
+		return cfg
+	}
+	refused := func(t *testing.T, cfg Config) {
+		t.Helper()
+		for range 2 {
+			w, err := Open(cfg, quiet(), nil)
+			if err == nil {
+				_ = w.Close()
+				t.Fatal("a used log that is gone opened")
+			}
+			if !errors.Is(err, ErrMissing) {
+				t.Fatalf("Open: %v", err)
+			}
+		}
+	}
+
+	t.Run("missing directory", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "wal")
+		refused(t, existing(dir))
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Open created %s: %v", dir, err)
+		}
+	})
+	t.Run("empty directory", func(t *testing.T) {
+		dir := t.TempDir()
+		refused(t, existing(dir))
+		if segs := segments(t, dir); len(segs) != 0 {
+			t.Fatalf("Open created %v", segs)
+		}
+	})
+	for _, content := range [][]byte{nil, make([]byte, segHeaderLen)} {
+		t.Run(fmt.Sprintf("only segment of %d zero bytes", len(content)), func(t *testing.T) {
+			dir, seg, _, _ := damagedLog(t)
+			if err := os.WriteFile(seg, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, existing(dir))
+			if segs := segments(t, dir); !slices.Equal(segs, []string{seg}) {
+				t.Fatalf("segments after a refused Open: %v, want %v", segs, []string{seg})
+			}
+			if b, err := os.ReadFile(seg); err != nil || !bytes.Equal(b, content) {
+				t.Fatalf("the segment changed: %d bytes, %v", len(b), err)
+			}
+			// A log never used (no record of it) takes it for an
+			// interrupted creation.
+			w := open(t, testConfig(dir))
+			if len(w.Groups()) != 0 {
+				t.Fatalf("groups: %v", w.Groups())
+			}
+		})
+	}
+	t.Run("interrupted creation after a complete segment", func(t *testing.T) {
+		dir, seg, _, _ := damagedLog(t)
+		next := filepath.Join(dir, segmentName(2))
+		if err := os.WriteFile(next, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w := open(t, existing(dir))
+		checkRange(t, w.Log("g"), 1, 40)
+		if segs := segments(t, dir); !slices.Equal(segs, []string{seg}) {
+			t.Fatalf("segments: %v", segs)
+		}
+	})
 }

@@ -42,6 +42,10 @@ var (
 	// stop, and a caller can tell that no retry can succeed until the
 	// node restarts.
 	ErrFailed = errors.New("wal: a write failed; the log refuses writes until it is reopened")
+	// ErrMissing is returned by Open with Config.Existing when the log
+	// holds no segment: Dir is missing or empty, or its only segment has
+	// no valid header (an empty or zeroed file).
+	ErrMissing = errors.New("wal: the log is missing")
 )
 
 // failure is the sticky error of a failed WAL: the error of the write or
@@ -79,6 +83,13 @@ type Config struct {
 	// FS is the file system of Dir; nil means the real one (vfs.Default).
 	// Tests set it to a vfs.MemFS to take crash images.
 	FS vfs.FS
+	// Existing says the log was used before (its owner recorded so): a
+	// used log always keeps a head segment with a valid header, so Open
+	// then fails with ErrMissing, creating and removing nothing, when Dir
+	// is missing, holds no segment, or its only segment has no valid
+	// header (an interrupted creation can only leave such a segment after
+	// a complete one).
+	Existing bool
 }
 
 // DefaultConfig returns the production defaults for a WAL in dir.
@@ -211,6 +222,11 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*WAL, err
 func segmentName(seq uint32) string { return fmt.Sprintf("%016x%s", seq, segmentSuffix) }
 
 func (w *WAL) recover() error {
+	if w.cfg.Existing {
+		if _, err := w.fs.Stat(w.cfg.Dir); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: directory %s does not exist", ErrMissing, w.cfg.Dir)
+		}
+	}
 	mkdir := func() error { return vfs.MkdirAllSync(w.fs, w.cfg.Dir, 0o700) }
 	if w.noSync {
 		mkdir = func() error { return w.fs.MkdirAll(w.cfg.Dir, 0o700) }
@@ -233,10 +249,15 @@ func (w *WAL) recover() error {
 	}
 	slices.Sort(seqs)
 	w.fresh = len(seqs) == 0
+	if w.fresh && w.cfg.Existing {
+		return fmt.Errorf("%w: %s holds no segment", ErrMissing, w.cfg.Dir)
+	}
 	next := uint32(1)
 	for k, seq := range seqs {
 		last := k == len(seqs)-1
-		s, err := w.recoverSegment(seq, last)
+		// A used log's only segment was created completely: one without
+		// a header is not an interrupted creation.
+		s, err := w.recoverSegment(seq, last, !w.cfg.Existing || len(w.order) > 0)
 		if err != nil {
 			return err
 		}
@@ -262,8 +283,9 @@ func (w *WAL) recover() error {
 }
 
 // recoverSegment opens segment seq and replays its records into the index.
-// It returns nil for a last segment whose creation was interrupted (removed).
-func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
+// It returns nil for a last segment whose creation was interrupted
+// (removed), if mayDrop.
+func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 	path := filepath.Join(w.cfg.Dir, segmentName(seq))
 	f, err := w.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -271,6 +293,10 @@ func (w *WAL) recoverSegment(seq uint32, last bool) (*segment, error) {
 	}
 	hdr := make([]byte, segHeaderLen)
 	if _, err := io.ReadFull(f, hdr); err != nil || string(hdr[:8]) != segMagic || binary.BigEndian.Uint64(hdr[8:]) != uint64(seq) {
+		if last && !mayDrop && (err != nil || isZero(hdr)) {
+			_ = f.Close()
+			return nil, fmt.Errorf("%w: %s, its only segment, has no valid segment header (an empty or zeroed file): the raft logs it held are gone", ErrMissing, path)
+		}
 		if last && (err != nil || isZero(hdr)) {
 			// Crashed while creating the segment: it holds nothing.
 			w.log.Warn("wal: removing incompletely created segment", "segment", path)
