@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +77,7 @@ func TestGeoSitesAsProcesses(t *testing.T) {
 		put(s1, fmt.Sprintf("p/s1/%02d", i))
 		put(s3, fmt.Sprintf("p/s3/%02d", i))
 	}
+	refuseImpostor(ctx, t, "s3", s1.peer)
 	s2.kill()
 	for i := range 10 {
 		put(s1, fmt.Sprintf("p/s1/after%02d", i))
@@ -95,4 +98,26 @@ func TestGeoSitesAsProcesses(t *testing.T) {
 			})
 		}
 	}
+}
+
+// refuseImpostor starts a node on a new data directory as node n1 of the
+// existing site, with --join-cluster: it bootstraps a new site of that
+// name, and the cluster must refuse it, so that it exits saying why
+// instead of taking the real n1's place in the cluster configuration
+// (before, it joined and the configuration recorded its addresses).
+func refuseImpostor(ctx context.Context, t *testing.T, site, joinCluster string) {
+	t.Helper()
+	a := freeAddrs(t, 4)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kvdBinary, "--site", site, "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), "impostor"),
+		"--peer-addr", a[0], "--client-addr", a[1], "--http-addr", a[2], "--gossip-addr", a[3],
+		"--gossip-profile", "local", "--log-level", "warn", "--join-cluster", joinCluster).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("a new site named %s joining the cluster still runs after a minute:\n%s", site, out)
+	}
+	if err == nil || !strings.Contains(string(out), "site "+site+" is in the cluster already, as another incarnation") {
+		t.Fatalf("a new site named %s joining the cluster: %v, want a refusal that says the site exists:\n%s", site, err, out)
+	}
+	t.Logf("refused: %s", lastLine(out))
 }

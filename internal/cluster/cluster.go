@@ -19,6 +19,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/deadline"
@@ -36,6 +38,10 @@ const GroupName = "cluster"
 type Options struct {
 	// Self is this node (Voter is decided by the group).
 	Self Node
+	// Incarnation returns the incarnation of this node's site, 0 while it
+	// knows none (a node that joined its site learns it from the site's
+	// first raft request); nil: 0.
+	Incarnation func() uint64
 	// DefaultShards is the default keyspace's shard count, used when this
 	// node creates the cluster.
 	DefaultShards uint32
@@ -262,11 +268,15 @@ func (c *Cluster) observe(cfg Config) {
 // the configuration it answers with.
 func (c *Cluster) Join(ctx context.Context, addrs []string) (Config, error) {
 	self := c.opts.Self
-	req := &peerv1.ClusterJoinRequest{NodeId: self.ID, Site: self.Site, PeerAddr: self.PeerAddr, ClientAddr: self.ClientAddr, GossipAddr: self.GossipAddr}
+	req := &peerv1.ClusterJoinRequest{NodeId: self.ID, Site: self.Site, PeerAddr: self.PeerAddr, ClientAddr: self.ClientAddr, GossipAddr: self.GossipAddr, SiteIncarnation: c.incarnation()}
 	var last error = ErrNoLeader
 	for {
 		for _, addr := range addrs {
 			resp, err := c.callJoin(ctx, addr, req)
+			if code := status.Code(err); code == codes.AlreadyExists || code == codes.InvalidArgument {
+				// A refusal: no retry can change it.
+				return Config{}, fmt.Errorf("join via %s: %s", addr, status.Convert(err).Message())
+			}
 			if err == nil {
 				cfg, derr := decodeConfig(resp.Config)
 				if derr != nil {
@@ -294,9 +304,18 @@ func (c *Cluster) callJoin(ctx context.Context, addr string, req *peerv1.Cluster
 	return peerv1.NewClusterClient(conn).Join(cctx, req)
 }
 
-// HandleJoin registers n (leader), or forwards the join to the leader,
-// and returns the configuration after it.
-func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
+// incarnation returns Options.Incarnation's answer, or 0.
+func (c *Cluster) incarnation() uint64 {
+	if c.opts.Incarnation == nil {
+		return 0
+	}
+	return c.opts.Incarnation()
+}
+
+// HandleJoin registers n, whose site incarnation is inc (0: unknown), as
+// the leader, or forwards the join to the leader, and returns the
+// configuration after it.
+func (c *Cluster) HandleJoin(ctx context.Context, n Node, inc uint64) (Config, error) {
 	if err := checkAddrs(n); err != nil {
 		return Config{}, err
 	}
@@ -305,7 +324,7 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
 		if addr == "" {
 			return Config{}, ErrNoLeader
 		}
-		resp, err := c.callJoin(ctx, addr, &peerv1.ClusterJoinRequest{NodeId: n.ID, Site: n.Site, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr, GossipAddr: n.GossipAddr})
+		resp, err := c.callJoin(ctx, addr, &peerv1.ClusterJoinRequest{NodeId: n.ID, Site: n.Site, PeerAddr: n.PeerAddr, ClientAddr: n.ClientAddr, GossipAddr: n.GossipAddr, SiteIncarnation: inc})
 		if err != nil {
 			return Config{}, err
 		}
@@ -319,7 +338,7 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node) (Config, error) {
 	// The leader's loop adds the node to the group's membership: a new
 	// voter counts towards commits at once, and the joining node may not
 	// serve its raft traffic before this call returns.
-	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID()})
+	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: inc})
 }
 
 // CreateKeyspace creates a keyspace through the leader and returns the
@@ -469,7 +488,7 @@ func (c *Cluster) registerSelf(ctx context.Context) error {
 		return nil
 	}
 	self := c.opts.Self
-	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID()})
+	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: c.incarnation()})
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -48,6 +50,9 @@ type Command struct {
 	// ClusterID becomes the cluster's id if the configuration has none
 	// yet (OpAddNode; see Config.ID).
 	ClusterID uint64 `json:"cluster_id,omitempty"`
+	// Incarnation is the node's site incarnation, 0 if it knows none yet
+	// (OpAddNode; see Site.Incarnation).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 	// Keyspace: OpCreateKeyspace (all fields), OpSetKeyspaceSites (name
 	// and sites).
 	Keyspace *Keyspace `json:"keyspace,omitempty"`
@@ -81,7 +86,7 @@ func Apply(c Config, cmd Command) (Config, error) {
 		if next.ID == 0 {
 			next.ID = cmd.ClusterID
 		}
-		return next, next.addNode(*cmd.Node, cmd.DefaultShards)
+		return next, next.addNode(*cmd.Node, cmd.DefaultShards, cmd.Incarnation)
 	case OpCreateKeyspace:
 		if cmd.Keyspace == nil {
 			return c, fmt.Errorf("%w: create keyspace: no keyspace", ErrInvalid)
@@ -115,7 +120,7 @@ func (c Config) Clone() Config {
 }
 
 // addNode registers n; the first node of a new site holds the site's vote.
-func (c *Config) addNode(n Node, defaultShards uint32) error {
+func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64) error {
 	if !ValidName(n.Site) || !ValidName(n.ID) {
 		return fmt.Errorf("%w: node %q of site %q: use 1-63 lowercase letters, digits or '-'", ErrInvalid, n.ID, n.Site)
 	}
@@ -131,6 +136,13 @@ func (c *Config) addNode(n Node, defaultShards uint32) error {
 	s, ok := c.Sites[n.Site]
 	if !ok {
 		s = Site{Name: n.Site, Order: len(c.Sites), Nodes: map[string]Node{}}
+	}
+	switch {
+	case incarnation != 0 && s.Incarnation != 0 && incarnation != s.Incarnation:
+		return fmt.Errorf("%w: site %s is in the cluster already, as another incarnation (nodes %s): node %s bootstrapped a new site of that name on a new data directory. To add a node to site %s, start it on an empty data directory with --join naming the gossip address of one of the site's nodes (not --join-cluster); a new site needs a name of its own",
+			ErrExists, n.Site, strings.Join(slices.Sorted(maps.Keys(s.Nodes)), ", "), n.ID, n.Site)
+	case incarnation != 0:
+		s.Incarnation = incarnation
 	}
 	hasVoter := false
 	for _, o := range s.Nodes {

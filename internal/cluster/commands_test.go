@@ -111,3 +111,40 @@ func TestKeptStateChecksum(t *testing.T) {
 		t.Fatalf("an earlier release's file: %+v, %v", got, err)
 	}
 }
+
+// TestSiteIncarnationIsKept: the first registration with an incarnation
+// records it for the site; a node of the site that knows none yet, or
+// the same one, is registered; a node of another incarnation (it
+// bootstrapped a new site under the name) is refused, whatever its id.
+func TestSiteIncarnationIsKept(t *testing.T) {
+	cfg := Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}
+	add := func(id, peer string, inc uint64) error {
+		next, err := Apply(cfg, Command{Op: OpAddNode, Node: &Node{ID: id, Site: "s1", PeerAddr: peer}, DefaultShards: 4, Incarnation: inc})
+		if err == nil {
+			cfg = next
+		}
+		return err
+	}
+	if err := add("n1", "a:1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := add("n1", "a:1", 7); err != nil || cfg.Sites["s1"].Incarnation != 7 {
+		t.Fatalf("first incarnation: %v, recorded %d; want 7", err, cfg.Sites["s1"].Incarnation)
+	}
+	for _, ok := range []struct {
+		id  string
+		inc uint64
+	}{{"n2", 0}, {"n2", 7}, {"n1", 7}} {
+		if err := add(ok.id, "b:1", ok.inc); err != nil {
+			t.Fatalf("%s of incarnation %d: %v", ok.id, ok.inc, err)
+		}
+	}
+	for _, id := range []string{"n1", "n3"} {
+		if err := add(id, "c:1", 8); !errors.Is(err, ErrExists) {
+			t.Fatalf("%s of another incarnation: %v, want ErrExists", id, err)
+		}
+	}
+	if cfg.Sites["s1"].Incarnation != 7 || cfg.Sites["s1"].Nodes["n1"].PeerAddr != "b:1" {
+		t.Fatalf("after the refusals: %+v", cfg.Sites["s1"])
+	}
+}

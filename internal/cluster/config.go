@@ -25,6 +25,11 @@ type Site struct {
 	// keyspace's chain lists sites in this order.
 	Order int             `json:"order"`
 	Nodes map[string]Node `json:"nodes"`
+	// Incarnation is the site's incarnation (docs/adr/029), recorded by
+	// the first node that registers with one; 0 until then. A node of
+	// another incarnation is refused: it bootstrapped a new site under
+	// this site's name.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // Keyspace is one keyspace: its shard count (the same at every site) and

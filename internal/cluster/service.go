@@ -24,7 +24,7 @@ func NewService(c *Cluster) *Service { return &Service{c: c} }
 // Join implements peerv1.ClusterServer.
 func (s *Service) Join(ctx context.Context, req *peerv1.ClusterJoinRequest) (*peerv1.ClusterJoinResponse, error) {
 	n := Node{ID: req.NodeId, Site: req.Site, PeerAddr: req.PeerAddr, ClientAddr: req.ClientAddr, GossipAddr: req.GossipAddr}
-	cfg, err := s.c.HandleJoin(ctx, n)
+	cfg, err := s.c.HandleJoin(ctx, n, req.SiteIncarnation)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -73,6 +73,8 @@ func toStatus(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrUnknownCommand):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}

@@ -30,6 +30,10 @@ func (s *Server) openCluster(peerAddr, clientAddr string) (map[string]uint32, er
 	}
 	opts := cluster.DefaultOptions()
 	opts.Self = cluster.Node{ID: s.cfg.NodeID, Site: s.cfg.Site, PeerAddr: peerAddr, ClientAddr: clientAddr, GossipAddr: s.members.Local().GossipAddr}
+	opts.Incarnation = func() uint64 {
+		v, _ := s.logDB.SiteIncarnation()
+		return v
+	}
 	opts.DefaultShards = s.cfg.Shards
 	opts.SnapshotDir, opts.FS = s.cfg.Shard.SnapshotDir, s.cfg.FS
 	opts.StatePath = filepath.Join(s.cfg.DataDir, clusterFile)

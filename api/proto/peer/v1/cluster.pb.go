@@ -22,14 +22,19 @@ const (
 )
 
 type ClusterJoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Site          string                 `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
-	PeerAddr      string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
-	ClientAddr    string                 `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
-	GossipAddr    string                 `protobuf:"bytes,5,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	NodeId     string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Site       string                 `protobuf:"bytes,2,opt,name=site,proto3" json:"site,omitempty"`
+	PeerAddr   string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	ClientAddr string                 `protobuf:"bytes,4,opt,name=client_addr,json=clientAddr,proto3" json:"client_addr,omitempty"`
+	GossipAddr string                 `protobuf:"bytes,5,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// The incarnation of the node's site (0: not known yet). A site the
+	// configuration records with another incarnation refuses the join
+	// (ALREADY_EXISTS): the node bootstrapped a new site under the name of
+	// an existing one.
+	SiteIncarnation uint64 `protobuf:"varint,6,opt,name=site_incarnation,json=siteIncarnation,proto3" json:"site_incarnation,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterJoinRequest) Reset() {
@@ -95,6 +100,13 @@ func (x *ClusterJoinRequest) GetGossipAddr() string {
 		return x.GossipAddr
 	}
 	return ""
+}
+
+func (x *ClusterJoinRequest) GetSiteIncarnation() uint64 {
+	if x != nil {
+		return x.SiteIncarnation
+	}
+	return 0
 }
 
 type ClusterJoinResponse struct {
@@ -356,7 +368,7 @@ var File_peer_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_peer_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x15peer/v1/cluster.proto\x12\x10causeway.peer.v1\"\xa0\x01\n" +
+	"\x15peer/v1/cluster.proto\x12\x10causeway.peer.v1\"\xcb\x01\n" +
 	"\x12ClusterJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04site\x18\x02 \x01(\tR\x04site\x12\x1b\n" +
@@ -364,7 +376,8 @@ const file_peer_v1_cluster_proto_rawDesc = "" +
 	"\vclient_addr\x18\x04 \x01(\tR\n" +
 	"clientAddr\x12\x1f\n" +
 	"\vgossip_addr\x18\x05 \x01(\tR\n" +
-	"gossipAddr\"k\n" +
+	"gossipAddr\x12)\n" +
+	"\x10site_incarnation\x18\x06 \x01(\x04R\x0fsiteIncarnation\"k\n" +
 	"\x13ClusterJoinResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x02 \x01(\tR\n" +
