@@ -18,10 +18,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -424,9 +426,12 @@ func (h *Host) Run(ctx context.Context, next func() (placement.Map, <-chan struc
 	}
 }
 
-// damaged reports whether err says a replica's files are damaged.
+// damaged reports whether err says a replica's files are damaged, or
+// that kvd may not use them: a snapshot directory replaced by a file (or
+// the other way round), or one it may not read.
 func damaged(err error) bool {
-	return errors.Is(err, shard.ErrLogLost) || errors.Is(err, snapstore.ErrLogGap) || errors.Is(err, snapstore.ErrCorrupt) || errors.Is(err, wal.ErrCorrupt)
+	return errors.Is(err, shard.ErrLogLost) || errors.Is(err, snapstore.ErrLogGap) || errors.Is(err, snapstore.ErrCorrupt) || errors.Is(err, wal.ErrCorrupt) ||
+		errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
 }
 
 // Close closes every replica (their data stays).

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -506,4 +507,38 @@ func TestMissingSnapshotIsRefused(t *testing.T) {
 	if srv.Ready() == nil {
 		t.Fatal("the node is ready without its snapshots")
 	}
+}
+
+// TestUnopenableSnapshotDirStopsTheNode: a shard's snapshot directory
+// replaced by a file (or one kvd may not read) cannot be fixed by
+// retrying. The node stops with an error that names it instead of
+// retrying every second, never ready, for good.
+func TestUnopenableSnapshotDirStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 1
+	n := start(t, cfg)
+	n.put(t, "k", "v")
+	n.srv.Stop()
+	p := filepath.Join(dir, "snapshots", "default", "0")
+	if err := os.RemoveAll(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, slog.New(&warnings{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		if !errors.Is(err, syscall.ENOTDIR) {
+			t.Fatalf("start: %v; want an error that names the snapshot directory", err)
+		}
+		return
+	}
+	defer srv.Stop()
+	waitFor(t, 20*time.Second, "the node stops on the snapshot directory", func() bool {
+		return errors.Is(srv.fatalError(), syscall.ENOTDIR) && strings.Contains(srv.fatalError().Error(), p)
+	})
 }
