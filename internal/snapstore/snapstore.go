@@ -131,7 +131,7 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 	if err := s.fs.MkdirAll(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("snapstore: %w", err)
 	}
-	f, err := s.fs.Create(filepath.Join(tmp, stateFile))
+	f, err := s.fs.OpenFile(filepath.Join(tmp, stateFile), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		_ = s.fs.RemoveAll(tmp)
 		return nil, fmt.Errorf("snapstore: %w", err)
@@ -377,7 +377,7 @@ func (k *sink) finish() error {
 }
 
 func (k *sink) writeMeta() error {
-	f, err := k.s.fs.Create(filepath.Join(k.tmp, metaFile))
+	f, err := k.s.fs.OpenFile(filepath.Join(k.tmp, metaFile), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -324,3 +324,20 @@ func TestChangedMetaIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestFilesAreOwnerOnly: a snapshot's files are readable by kvd's user
+// only, as the rest of the data directory (they hold the shard's data).
+func TestFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, vfs.Default, dir)
+	id := write(t, s, 10)
+	for _, f := range []string{stateFile, metaFile} {
+		fi, err := os.Stat(filepath.Join(s.dir, id, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v, want 0600", f, fi.Mode().Perm())
+		}
+	}
+}
