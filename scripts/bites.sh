@@ -65,6 +65,7 @@ BITES=(
   "log-kept|./internal/server|^TestTruncatedLogIsRefused\$"
   "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
+  "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
 )
 
 want=("$@")

@@ -209,6 +209,10 @@ const (
 	// (router.checkAhead); off, a forged token moves the node's clock, and
 	// near 2^64 it wraps and numbers new writes below old ones.
 	ClockAhead
+	// WALLength refuses a write-ahead log segment that holds records and
+	// is shorter than it was preallocated to: it was truncated, and the
+	// records cut off its end were acknowledged (internal/wal).
+	WALLength
 )
 
 var names = map[Guard]string{
@@ -251,6 +255,7 @@ var names = map[Guard]string{
 	LogKept:              "log-kept",
 	RestartGrace:         "restart-grace",
 	ClockAhead:           "clock-ahead",
+	WALLength:            "wal-length",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -263,7 +268,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

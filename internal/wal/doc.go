@@ -26,9 +26,11 @@
 // after it, or zeroed sectors of that last write, is an interrupted write
 // and is cut off with a warning. Damage that a valid record follows, in
 // the same segment or a later one, fails Open with ErrCorrupt naming the
-// segment and the offset. The last segment is cut right after its last
-// good record and preallocated again (zeros), so nothing stale can follow
-// the records appended next. A failed write or fdatasync makes the WAL
+// segment and the offset. What follows the last good record of the last
+// segment is overwritten with zeros, so nothing stale can follow the
+// records appended next; a segment never shrinks, so one that holds
+// records and is shorter than its preallocation was truncated, and Open
+// refuses it (ErrCorrupt): the records cut off were acknowledged. A failed write or fdatasync makes the WAL
 // refuse further writes until it is reopened; Failed reports it, and the
 // errors of those writes match ErrFailed.
 //

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -329,6 +330,18 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("%w: %s at offset %d: %s; refusing to start (see \"A damaged data directory\" in docs/operations.md)", ErrCorrupt, path, end, what)
 	}
+	// A segment is preallocated when it is created, before its header is
+	// written and synced, and it never shrinks (Open zeroes what follows
+	// the records instead of cutting it off). A shorter file that holds
+	// records was truncated: a truncated copy, a lost file tail. The
+	// records cut off its end were synced, so acknowledged, and no check
+	// after this one could tell: a cut at a record boundary leaves a
+	// well-formed log. (A segment without records may be short: a crash
+	// while it was created can keep its header and lose its
+	// preallocation.)
+	if prealloc := min(w.cfg.SegmentBytes, maxPreallocCheck); fi.Size() < prealloc && end > segHeaderLen && !guards.Off(guards.WALLength) {
+		return refuse(fmt.Sprintf("the file is %d bytes, shorter than the %d it was preallocated to: it was truncated, and the records cut off its end were acknowledged", fi.Size(), prealloc))
+	}
 	if !last {
 		// Every write to it was synced before the next segment began.
 		if tail != nil {
@@ -360,9 +373,11 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 	if last {
 		// New records will follow end. Whatever the file holds after it
 		// (an interrupted write may leave intact records after a hole) is
-		// cut off, and the space preallocated again as zeros, so that
-		// nothing stale can ever follow a new record.
-		err := f.Truncate(end)
+		// overwritten with zeros, so that nothing stale can ever follow a
+		// new record; the file keeps its size (see the length check
+		// above), and a segment whose creation lost its preallocation
+		// gets it.
+		err := zeroAfter(f, end, fi.Size())
 		if err == nil {
 			err = f.Preallocate(w.cfg.SegmentBytes)
 		}
@@ -375,6 +390,37 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 		}
 	}
 	return s, nil
+}
+
+// maxPreallocCheck bounds the length a segment file must have
+// (SegmentBytes, 64 MiB by default): segments written with a smaller
+// SegmentBytes stay valid if a later release raises it.
+const maxPreallocCheck = 64 << 20
+
+// zeroAfter overwrites the bytes of f in [from, size) that are not zero
+// with zeros.
+func zeroAfter(f vfs.File, from, size int64) error {
+	buf, zeros := make([]byte, 1<<20), make([]byte, 1<<20)
+	for off := from; off < size; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), size-off)]
+		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+			return err
+		}
+		if bytes.Equal(b, zeros[:len(b)]) {
+			continue
+		}
+		first, last := 0, len(b)-1
+		for b[first] == 0 {
+			first++
+		}
+		for b[last] == 0 {
+			last--
+		}
+		if _, err := f.WriteAt(zeros[:last+1-first], off+int64(first)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func isZero(b []byte) bool {
