@@ -31,7 +31,14 @@ compose() {
 	fi
 }
 
-health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "causeway-$1" 2>/dev/null || echo missing; }
+# health prints a running node's health check status, or the state of a
+# node that does not run (exited, restarting, created: docker keeps the
+# last health status of a stopped container, unhealthy).
+health() {
+	local s
+	s=$(docker inspect -f '{{if and .State.Running .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "causeway-$1" 2>/dev/null) || s=missing
+	echo "$s"
+}
 
 status() {
 	for n in "${NODES[@]}"; do printf '%s\t%s\n' "$n" "$(health "$n")"; done

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,6 +324,13 @@ func (a *app) withClientDeadline(cmd *cobra.Command, session bool, d time.Durati
 		if tok := c.SessionToken(); len(tok) > 0 && string(tok) != string(cfg.SessionToken) {
 			if serr := saveSession(path, tok, replace); serr != nil {
 				fmt.Fprintf(a.env.Stderr, "kvctl: warning: could not save the session to %s: %v\n", path, serr)
+			}
+		} else if replace {
+			// The new session has nothing to keep yet (a read of a
+			// missing key): the other cluster's session goes all the
+			// same, so that the next command does not meet it again.
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				fmt.Fprintf(a.env.Stderr, "kvctl: warning: could not remove the other cluster's session %s: %v\n", path, rerr)
 			}
 		}
 	}

@@ -271,6 +271,27 @@ func TestIntegrationSessionFileOfAnotherCluster(t *testing.T) {
 	}
 }
 
+// TestIntegrationForeignSessionFileReplacedByARead: a read of a missing
+// key in the new session (whose reply holds no floor) still retires the
+// other cluster's session: the next command does not find it again and
+// say so again (it did on every read until the first write).
+func TestIntegrationForeignSessionFileReplacedByARead(t *testing.T) {
+	runA, session := startServer(t)
+	runB, _ := startServer(t)
+	mustOK(t, runA("", "put", "k", "a"))
+	const note = "belongs to another cluster; starting a new session"
+	if r := runB("", "--session-file", session, "get", "missing"); r.code != ExitNotFound || !strings.Contains(r.stderr, note) {
+		t.Fatalf("get of a missing key at B with A's session: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runB("", "--session-file", session, "get", "missing"); r.code != ExitNotFound || strings.Contains(r.stderr, note) {
+		t.Fatalf("second get at B: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	mustOK(t, runB("", "--session-file", session, "put", "k", "b"))
+	if r := mustOK(t, runB("", "--session-file", session, "get", "k")); r.stdout != "b\n" || r.stderr != "" {
+		t.Fatalf("get at B in B's session: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
 func TestIntegrationClusterCommands(t *testing.T) {
 	run, _ := startServer(t)
 	r := mustOK(t, run("", "cluster", "status"))

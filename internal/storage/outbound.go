@@ -211,11 +211,19 @@ func (s *ShardTx) ReadOutbound(origin string, from uint64, maxEntries, maxBytes 
 		return nil, 0, 0, nil
 	}
 	first = binary.BigEndian.Uint64(k[len(prefix):])
-	// The last entry: the key before the next origin's first.
+	// The last entry: the key before the next origin's first. In a write
+	// transaction whose deletes emptied a leaf (bbolt rebalances only at
+	// commit), Prev stops on that empty leaf and returns nil: the last
+	// entry is then found by walking origin's entries forward.
 	end := append(bytes.Clone(prefix[:len(prefix)-1]), 1)
 	if lk, _ := c.Seek(end); lk != nil {
-		lk, _ = c.Prev()
-		last = binary.BigEndian.Uint64(lk[len(prefix):])
+		if lk, _ = c.Prev(); lk != nil && bytes.HasPrefix(lk, prefix) && len(lk) == len(prefix)+8 {
+			last = binary.BigEndian.Uint64(lk[len(prefix):])
+		} else {
+			for k, _ := c.Seek(outKey(origin, first)); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, _ = c.Next() {
+				last = binary.BigEndian.Uint64(k[len(prefix):])
+			}
+		}
 	} else if lk, _ := c.Last(); lk != nil {
 		last = binary.BigEndian.Uint64(lk[len(prefix):])
 	}
