@@ -95,6 +95,12 @@ func (r *Router) pickReplica(reps []catalog.Node) string {
 	return reps[0].PeerAddr
 }
 
+// routingLoop is ErrRoutingLoop for a request of sh that went from node
+// to node looking for its leader or a replica (want).
+func routingLoop(sh placement.Shard, want string) error {
+	return fmt.Errorf("%w (%d hops) looking for the %s of %s: the nodes disagree on where it is, as while its leadership or its replicas move; retry", ErrRoutingLoop, maxHops, want, sh)
+}
+
 // leaderTarget returns this node's replica of sh if it leads, or the peer
 // address of the leader; it waits up to LeaderWait for an election. A
 // replica here that stopped on a fatal error (its raft log cannot be
@@ -102,7 +108,7 @@ func (r *Router) pickReplica(reps []catalog.Node) string {
 // node is stopping.
 func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.Group, string, error) {
 	if hopsIn(ctx) >= maxHops {
-		return nil, "", ErrRoutingLoop
+		return nil, "", routingLoop(sh, "leader")
 	}
 	deadline := time.Now().Add(r.leaderWait(ctx))
 	for {
@@ -248,7 +254,7 @@ func (r *Router) readTarget(ctx context.Context, c *Call, sh placement.Shard, ke
 		return r.strongTarget(ctx, sh)
 	}
 	if hopsIn(ctx) >= maxHops {
-		return nil, "", ErrRoutingLoop
+		return nil, "", routingLoop(sh, "replica")
 	}
 	return r.causalTarget(ctx, sh, r.readFloors(c, sh, key, nil, nil))
 }

@@ -108,7 +108,7 @@ func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) 
 // chosen for it.
 func (r *Router) snapshotShard(ctx context.Context, c *Call, sh placement.Shard, keys [][]byte, snap uint64) ([]*kvv1.KeyValue, error) {
 	if hopsIn(ctx) >= maxHops {
-		return nil, ErrRoutingLoop
+		return nil, routingLoop(sh, "replica")
 	}
 	var floors []causal.Floor
 	for _, k := range keys {
