@@ -239,3 +239,30 @@ func TestNodeRestartedOnOtherPorts(t *testing.T) {
 	c.WaitSettled(time.Minute)
 	readStrong(t, n3, keys, "v")
 }
+
+// TestNodeRestartedOnOtherPortsWithinTheDeadGrace: n3 stops cleanly and
+// starts again on its data with other ports long before --dead-grace, so
+// no replica of it is re-created. Its shards' raft configurations still
+// named its old peer address: their leaders sent to nothing, n3's
+// replicas stayed candidates for good (n3 never ready), and writes made
+// afterwards never reached them. Each shard leader now moves the replica
+// to the address n3 registers.
+func TestNodeRestartedOnOtherPortsWithinTheDeadGrace(t *testing.T) {
+	c := New(t, 3, func(cfg *server.Config) { cfg.DeadGrace = time.Hour })
+	n1, n3 := c.Node("n1"), c.Node("n3")
+	c.WaitSettled(time.Minute)
+	putAll(t, n1, keyPerShard(n1, "before/"), "v", time.Minute)
+
+	c.Stop(n3)
+	c.Restart(n3, otherPorts)
+	after := keyPerShard(n1, "after/")
+	putAll(t, n1, after, "w", time.Minute)
+	poll.Every(100*time.Millisecond).Until(t, time.Minute, "n3's replicas hold the writes made after its restart", func() error {
+		for _, k := range after {
+			if v, err := localValue(n3, k); err != nil || v != "w" {
+				return fmt.Errorf("%q on n3: %q, %v", k, v, err)
+			}
+		}
+		return nil
+	})
+}

@@ -110,7 +110,7 @@ func (s *Service) ReplicaStatus(ctx context.Context, req *peerv1.ReplicaStatusRe
 	st := g.Status()
 	resp := &peerv1.ReplicaStatusResponse{
 		Hosted: true, State: st.State, LeaderId: st.Leader, LeaderAddr: g.LeaderAddr(),
-		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: g.Raft().AppliedIndex(), LastIndex: g.Raft().LastIndex(),
+		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: max(g.Raft().AppliedIndex(), st.AppliedIndex), LastIndex: g.Raft().LastIndex(),
 		Generation: g.Generation(),
 	}
 	_, resp.LastLogTerm = g.Raft().LastLog()
@@ -170,6 +170,15 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 	case peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER:
 		if cur == nil || cur.Suffrage != raft.Voter {
 			return nil, toStatus(fmt.Errorf("%w: %s of %s", ErrNotVoter, req.NodeId, g.ID()))
+		}
+		if addr != "" && addr != cur.Address {
+			// The node restarted on another peer address: a transfer to
+			// the old one would hold the shard's writes until it timed
+			// out. Move the voter to the address first.
+			if err := g.Wait(ctx, r.AddVoter(id, addr, 0, 10*time.Second)); err != nil {
+				return nil, toStatus(unavailable(fmt.Errorf("move %s of %s to %s: %w", req.NodeId, g.ID(), addr, err)))
+			}
+			cur.Address = addr
 		}
 		if err := g.Wait(ctx, r.LeadershipTransferToServer(cur.ID, cur.Address)); err != nil {
 			return nil, toStatus(unavailable(fmt.Errorf("transfer leadership of %s to %s: %w", g.ID(), req.NodeId, err)))

@@ -415,6 +415,7 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.watchGossip()
+	s.watchReplicaAddresses()
 	s.log.Info("kvd started", "client_addr", clientAddr, "peer_addr", peerAddr, "gossip_addr", s.members.Local().GossipAddr,
 		"http_addr", s.HTTPAddr(), "data_dir", s.cfg.DataDir, "join", s.cfg.Join, "gossip_seeds", s.members.Seeds())
 	return nil

@@ -809,11 +809,15 @@ type Status struct {
 func (g *Group) Status() Status {
 	applied, _, _ := g.fsm.Applied()
 	st := Status{
-		ID:           g.id,
-		State:        g.raft.State().String(),
-		Leader:       g.Leader(),
-		Term:         g.raft.CurrentTerm(),
-		CommitIndex:  g.raft.CommitIndex(),
+		ID:     g.id,
+		State:  g.raft.State().String(),
+		Leader: g.Leader(),
+		Term:   g.raft.CurrentTerm(),
+		// raft learns the commit index from a leader: a restarted replica
+		// that has heard from none reports 0, but everything its state
+		// machine applied was committed (kvctl shard recover's dry run
+		// reports what may be lost after this index).
+		CommitIndex:  max(g.raft.CommitIndex(), applied),
 		AppliedIndex: applied,
 		Generation:   g.gen,
 	}
