@@ -37,7 +37,7 @@ S1=127.0.0.1:7379 S2=127.0.0.1:8379 S3=127.0.0.1:9379
 
 # The WAN delay must be well above a kvctl process's start-up time, or the
 # session that moves from site to site (load_loop) would always arrive after
-# its dependencies and the dependency-wait panels would have no data.
+# the versions it observed and the session-move panels would have no data.
 export GEO_NODES=1 GEO_WAN='*=60ms' GEO_DIR=data/dashboards
 
 START=$SECONDS
@@ -194,7 +194,12 @@ log "load done"
 # --- check, with the load going on so that the rate windows keep data
 load_loop 300 &
 LOAD_PIDS+=($!)
-args=(--prometheus "http://127.0.0.1:$PORT" --dashboards deploy/grafana/dashboards --wait "$WAIT")
+# With one node per site a write never waits for its dependencies: a
+# session that moved waits as it arrives (session-move panels), and a
+# session of this site read its dependencies on the very node that writes.
+# The panel has data on sites of several nodes, whose replicas lag.
+args=(--prometheus "http://127.0.0.1:$PORT" --dashboards deploy/grafana/dashboards --wait "$WAIT"
+	--may-be-empty "Writes waiting for remote dependencies (p99)")
 if [[ -n $PNG_DIR ]]; then args+=(--png-dir "$PNG_DIR"); fi
 log "go run ./bench/cmd/dashcheck ${args[*]}"
 rc=0

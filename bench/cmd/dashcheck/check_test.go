@@ -189,13 +189,25 @@ func TestCheckReportsFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if code := run(context.Background(), srv.URL, dir, "", time.Minute, time.Minute); code != 1 {
+	if code := run(context.Background(), srv.URL, dir, "", time.Minute, time.Minute, ""); code != 1 {
 		t.Errorf("exit %d, want 1", code)
+	}
+	// A panel allowed to be empty (--may-be-empty) is not a failure.
+	only := t.TempDir()
+	const emptyOnly = `{"title": "E", "panels": [{"type": "stat", "title": "Empty", "targets": [{"refId": "A", "expr": "absent_metric_total"}]}]}`
+	if err := os.WriteFile(filepath.Join(only, "empty.json"), []byte(emptyOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(context.Background(), srv.URL, only, "", 0, time.Minute, ""); code != 1 {
+		t.Errorf("a panel without data: exit %d, want 1", code)
+	}
+	if code := run(context.Background(), srv.URL, only, "", 0, time.Minute, "Other,Empty"); code != 0 {
+		t.Errorf("a panel without data allowed to be empty: exit %d, want 0", code)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("an invalid expression was retried")
 	}
-	if code := run(context.Background(), srv.URL, t.TempDir(), "", 0, 0); code != 2 {
+	if code := run(context.Background(), srv.URL, t.TempDir(), "", 0, 0, ""); code != 2 {
 		t.Errorf("exit %d without dashboards, want 2", code)
 	}
 }

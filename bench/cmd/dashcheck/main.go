@@ -15,11 +15,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -29,13 +32,14 @@ func main() {
 	pngDir := flag.String("png-dir", "", "draw the geo dashboard's key panels into PNG files in this directory")
 	wait := flag.Duration("wait", 0, "keep retrying failed queries for up to this long")
 	window := flag.Duration("png-window", 4*time.Minute, "time range of the PNG panels, ending now")
+	mayBeEmpty := flag.String("may-be-empty", "", "comma-separated panel titles whose queries may return no data (the load cannot produce it); they must still parse and run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, *prom, *dir, *pngDir, *wait, *window))
+	os.Exit(run(ctx, *prom, *dir, *pngDir, *wait, *window, *mayBeEmpty))
 }
 
-func run(ctx context.Context, promURL, dir, pngDir string, wait, window time.Duration) int {
+func run(ctx context.Context, promURL, dir, pngDir string, wait, window time.Duration, mayBeEmpty string) int {
 	targets, err := LoadDashboards(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dashcheck:", err)
@@ -67,6 +71,15 @@ func run(ctx context.Context, promURL, dir, pngDir string, wait, window time.Dur
 		case <-time.After(5 * time.Second):
 		}
 	}
+	var kept []Failure
+	for _, f := range failures {
+		if errors.Is(f.Err, ErrNoData) && mayBeEmpty != "" && slices.Contains(strings.Split(mayBeEmpty, ","), f.Target.Panel) {
+			fmt.Printf("dashcheck: no data, allowed (--may-be-empty): %s\n", f.String())
+			continue
+		}
+		kept = append(kept, f)
+	}
+	failures = kept
 	perDashboard := map[string]int{}
 	for _, t := range targets {
 		perDashboard[t.Dashboard]++
