@@ -66,7 +66,6 @@ BITES=(
   "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
-  "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
 )
 
 want=("$@")
