@@ -66,6 +66,7 @@ BITES=(
   "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
+  "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
 )
 
 want=("$@")

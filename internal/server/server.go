@@ -779,8 +779,13 @@ func (s *Server) Kill() {
 	s.Stop()
 }
 
-// Stop stops serving, lets in-flight requests finish (up to
-// ShutdownGrace), and closes every component in reverse start order.
+// handOffWait bounds how long Stop waits for the leadership transfers of
+// the shards the node leads.
+const handOffWait = 3 * time.Second
+
+// Stop hands the leadership of the shards the node leads to other nodes
+// (up to handOffWait), stops serving, lets in-flight requests finish (up
+// to ShutdownGrace), and closes every component in reverse start order.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		// Background loops first, at once: nothing new is started while
@@ -793,6 +798,16 @@ func (s *Server) Stop() {
 		}
 		if s.catalog != nil {
 			s.catalog.StopLeading()
+		}
+		if s.host != nil && !s.killed && !guards.Off(guards.LeaderHandOff) {
+			// The shards this node leads get a leader elsewhere now, not
+			// an election timeout after it stopped answering. A killed
+			// node (a crash, in tests) hands nothing off.
+			ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.ShutdownGrace, handOffWait))
+			if n := s.host.HandOff(ctx); n > 0 {
+				s.log.Info("handed the leadership of shards to other nodes", "shards", n)
+			}
+			cancel()
 		}
 		graceful := func(g *grpc.Server) {
 			done := make(chan struct{})
