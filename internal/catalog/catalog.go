@@ -338,6 +338,12 @@ func (c *Catalog) StopLeading() {
 	c.wg.Wait()
 }
 
+// HandOff transfers the catalog group's leadership to another voter if
+// this replica leads (raftutil.HandOff), waiting until ctx ends; a node
+// that stops cleanly calls it, so that the site's catalog, and with it
+// every node's readiness, does not wait out an election timeout.
+func (c *Catalog) HandOff(ctx context.Context) error { return raftutil.HandOff(ctx, c.raft) }
+
 // Close stops the replica.
 func (c *Catalog) Close() error {
 	var err error

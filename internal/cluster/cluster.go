@@ -241,6 +241,11 @@ func sameAddrs(a, b Node) bool {
 	return a.PeerAddr == b.PeerAddr && a.ClientAddr == b.ClientAddr && a.GossipAddr == b.GossipAddr
 }
 
+// HandOff transfers the cluster group's leadership to another voter if
+// this replica leads (raftutil.HandOff), waiting until ctx ends; a node
+// that stops cleanly calls it.
+func (c *Cluster) HandOff(ctx context.Context) error { return raftutil.HandOff(ctx, c.raft) }
+
 // Close stops the replica.
 func (c *Cluster) Close() error {
 	c.stopOnce.Do(func() { close(c.stop) })

@@ -31,6 +31,7 @@ import (
 
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/snapstore"
@@ -444,38 +445,22 @@ func (h *Host) HandOff(ctx context.Context) int {
 	var wg sync.WaitGroup
 	var done atomic.Int64
 	for _, g := range h.Groups() {
-		if !g.IsLeader() || !hasOtherVoter(g) {
+		if !g.IsLeader() {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.Wait(ctx, g.Raft().LeadershipTransfer()); err != nil {
+			switch err := raftutil.HandOff(ctx, g.Raft()); {
+			case err == nil:
+				done.Add(1)
+			case !errors.Is(err, raftutil.ErrNoOtherVoter):
 				h.log.Debug("handing off the leadership of a shard", "shard", g.ID().String(), "err", err)
-				return
 			}
-			done.Add(1)
 		}()
 	}
 	wg.Wait()
 	return int(done.Load())
-}
-
-// hasOtherVoter reports whether g's configuration counts a voter other
-// than this replica.
-func hasOtherVoter(g *shard.Group) bool {
-	r := g.Raft()
-	f := r.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	_, self := r.LeaderWithID()
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && s.ID != self {
-			return true
-		}
-	}
-	return false
 }
 
 // Close closes every replica (their data stays).

@@ -37,6 +37,7 @@ import (
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/router"
 	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
@@ -783,8 +784,37 @@ func (s *Server) Kill() {
 // the shards the node leads.
 const handOffWait = 3 * time.Second
 
-// Stop hands the leadership of the shards the node leads to other nodes
-// (up to handOffWait), stops serving, lets in-flight requests finish (up
+// handOff hands the leadership of the shards, the catalog and the
+// cluster group this node leads to other nodes, all at once, and waits for
+// the transfers until ctx ends.
+func (s *Server) handOff(ctx context.Context) {
+	var wg sync.WaitGroup
+	group := func(name string, handOff func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := handOff(ctx); {
+			case err == nil:
+				s.log.Info("handed the leadership of a group to another node", "group", name)
+			case !errors.Is(err, raftutil.ErrNotLeading) && !errors.Is(err, raftutil.ErrNoOtherVoter):
+				s.log.Warn("handing off the leadership of a group", "group", name, "err", err)
+			}
+		}()
+	}
+	if s.catalog != nil {
+		group("site catalog", s.catalog.HandOff)
+	}
+	if s.cluster != nil {
+		group("cluster configuration group", s.cluster.HandOff)
+	}
+	if n := s.host.HandOff(ctx); n > 0 {
+		s.log.Info("handed the leadership of shards to other nodes", "shards", n)
+	}
+	wg.Wait()
+}
+
+// Stop hands the leadership of the shards, the catalog and the cluster
+// group the node leads to other nodes (up to handOffWait), stops serving, lets in-flight requests finish (up
 // to ShutdownGrace), and closes every component in reverse start order.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
@@ -804,9 +834,7 @@ func (s *Server) Stop() {
 			// an election timeout after it stopped answering. A killed
 			// node (a crash, in tests) hands nothing off.
 			ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.ShutdownGrace, handOffWait))
-			if n := s.host.HandOff(ctx); n > 0 {
-				s.log.Info("handed the leadership of shards to other nodes", "shards", n)
-			}
+			s.handOff(ctx)
 			cancel()
 		}
 		graceful := func(g *grpc.Server) {
