@@ -67,6 +67,10 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 		{"--join", "garbage"},
 		{"--join", "127.0.0.1:7382,:7392"},
 		{"--join-cluster", "host:0"},
+		// Both: the node would register a site with the cluster, then wait
+		// for the site's gossip.
+		{"--join", "127.0.0.1:1", "--join-cluster", "127.0.0.1:1", "--client-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+			"--peer-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0"},
 	} {
 		err := run(t.Context(), append(args, "--data-dir", t.TempDir()), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "invalid configuration") {

@@ -84,7 +84,7 @@ func (s *Service) ScanShard(ctx context.Context, req *peerv1.ScanShardRequest) (
 	}
 	resp := &peerv1.ScanShardResponse{}
 	err = g.Read(func(st *storage.ShardTx) error {
-		recs, more, err := st.Scan(req.Start, req.End, int(req.Limit), req.KeysOnly)
+		recs, more, err := st.ScanBytes(req.Start, req.End, int(req.Limit), storage.MaxScanPageBytes, req.KeysOnly)
 		for _, r := range recs {
 			resp.Items = append(resp.Items, &peerv1.ScanItem{Key: r.Key, Value: r.Value, Hlc: r.Version.HLC, Site: r.Version.Site, Stamp: r.Stamp})
 		}

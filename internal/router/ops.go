@@ -365,7 +365,7 @@ func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr 
 		var recs []storage.Record
 		var more bool
 		err := g.Read(func(st *storage.ShardTx) (err error) {
-			recs, more, err = st.Scan(sr.Start, sr.End, sr.Limit, keysOnly)
+			recs, more, err = st.ScanBytes(sr.Start, sr.End, sr.Limit, storage.MaxScanPageBytes, keysOnly)
 			return err
 		})
 		return recs, more, err

@@ -358,6 +358,10 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 	}
 	var all []shardRecord
 	more := false
+	// bound is the smallest last key of the shards that have more keys:
+	// a shard's part stops at the limit or at storage.MaxScanPageBytes,
+	// and the page must not go past a key a shard has not returned.
+	var bound []byte
 	for _, sh := range shards {
 		recs, m, err := s.router.ScanShard(ctx, c, sh, router.ScanRange{Start: sr.start, End: sr.end, Limit: sr.limit}, req.KeysOnly, req.Consistency)
 		if err != nil {
@@ -366,11 +370,29 @@ func (s *KV) Scan(ctx context.Context, req *kvv1.ScanRequest) (resp *kvv1.ScanRe
 		for _, r := range recs {
 			all = append(all, shardRecord{r, sh.ID})
 		}
+		if m && len(recs) > 0 {
+			if last := recs[len(recs)-1].Key; bound == nil || bytes.Compare(last, bound) < 0 {
+				bound = last
+			}
+		}
 		more = more || m
 	}
 	sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].Key, all[j].Key) < 0 })
+	if bound != nil {
+		n := sort.Search(len(all), func(i int) bool { return bytes.Compare(all[i].Key, bound) > 0 })
+		all = all[:n]
+	}
 	if len(all) > sr.limit {
 		all, more = all[:sr.limit], true
+	}
+	// The page holds at most storage.MaxScanPageBytes, and at least one
+	// key.
+	size := 0
+	for i, r := range all {
+		if size += storage.ScanSize(r.Record); i > 0 && size > storage.MaxScanPageBytes {
+			all, more = all[:i], true
+			break
+		}
 	}
 	// The session records each shard's newest returned version as the
 	// shard's floor rather than one floor per scanned key.

@@ -39,7 +39,8 @@ func (s *KV) Stream(stream kvv1.KV_StreamServer) error {
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
 	ctx := stream.Context()
-	w := &streamWorkers{kv: s, stream: stream, work: make(chan *kvv1.StreamRequest), done: make(chan struct{})}
+	w := &streamWorkers{kv: s, stream: stream, work: make(chan *kvv1.StreamRequest), done: make(chan struct{}),
+		slots: make(chan struct{}, maxStreamCalls)}
 	read := make(chan error, 1)
 	go func() { read <- w.read(ctx) }()
 	var err error
@@ -66,6 +67,13 @@ func (s *KV) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 // maxIdleWorkers bounds the idle workers a stream keeps.
 const maxIdleWorkers = 64
 
+// maxStreamCalls bounds the calls of one stream in flight: the reader
+// receives the next call once one is answered, and HTTP/2 flow control
+// holds the client's. Unbounded, a client that sent calls faster than they
+// were answered (or did not read the answers) made the node start a
+// goroutine for each: 120,000 for one stream in 20 seconds.
+const maxStreamCalls = 1024
+
 // streamWorkers serve the calls of one stream.
 type streamWorkers struct {
 	kv     *KV
@@ -74,6 +82,7 @@ type streamWorkers struct {
 	done   chan struct{}            // closed once the reader hands out no more calls
 	idle   atomic.Int32
 	wg     sync.WaitGroup // the workers
+	slots  chan struct{}  // a token for each call in flight (maxStreamCalls)
 
 	mu struct {
 		sync.Mutex
@@ -89,6 +98,11 @@ type streamWorkers struct {
 // closes its side (nil) or the stream fails.
 func (w *streamWorkers) read(ctx context.Context) error {
 	for {
+		select {
+		case w.slots <- struct{}{}: // released once the call is answered
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		req, err := w.stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -100,6 +114,7 @@ func (w *streamWorkers) read(ctx context.Context) error {
 		if w.mu.ended {
 			w.mu.Unlock()
 			w.send(&kvv1.StreamResponse{Id: req.GetId(), Status: statusBytes(ErrStopping)})
+			<-w.slots
 			continue
 		}
 		select {
@@ -127,6 +142,7 @@ func (w *streamWorkers) run(ctx context.Context, req *kvv1.StreamRequest) {
 	defer w.wg.Done()
 	for {
 		w.send(w.kv.streamCall(ctx, req))
+		<-w.slots
 		if w.idle.Add(1) > maxIdleWorkers {
 			w.idle.Add(-1)
 			return

@@ -145,6 +145,10 @@ func (l Limits) Scan(r *kvv1.ScanRequest) (scanRange, error) {
 		if err != nil {
 			return sr, err
 		}
+		if len(last) > l.MaxKeyBytes {
+			// No page ends at such a key: the token was not issued.
+			return sr, fmt.Errorf("%w: its key is %d bytes, the key limit is %d", ErrBadContinuation, len(last), l.MaxKeyBytes)
+		}
 		if bytes.Compare(last, sr.start) < 0 || (len(sr.end) > 0 && bytes.Compare(last, sr.end) >= 0) {
 			return sr, fmt.Errorf("%w: it does not belong to this scan's range", ErrBadContinuation)
 		}

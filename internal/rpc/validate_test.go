@@ -64,6 +64,21 @@ func TestContinuationRoundTrip(t *testing.T) {
 	}
 }
 
+// TestScanRejectsContinuationBeyondTheKeyLimit: a continuation resumes
+// after the last key of a page, which is within the key limit; one that
+// carries a longer key was not issued by a node and is refused rather than
+// sent to every shard as the start of the scan.
+func TestScanRejectsContinuationBeyondTheKeyLimit(t *testing.T) {
+	l := DefaultLimits()
+	if _, err := l.Scan(&kvv1.ScanRequest{Continuation: EncodeContinuation(bytes.Repeat([]byte("k"), l.MaxKeyBytes))}); err != nil {
+		t.Fatalf("continuation after a key of the largest size: %v", err)
+	}
+	_, err := l.Scan(&kvv1.ScanRequest{Continuation: EncodeContinuation(bytes.Repeat([]byte("k"), l.MaxKeyBytes+1))})
+	if !errors.Is(err, ErrBadContinuation) || status.Code(toStatus(err)) != codes.InvalidArgument {
+		t.Fatalf("continuation after a key over the limit: %v, want InvalidArgument", err)
+	}
+}
+
 // FuzzScanRequest: any scan request either fails with a validation error or
 // yields a well-formed range whose limit is within bounds.
 func FuzzScanRequest(f *testing.F) {

@@ -174,6 +174,12 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if len(c.Join) > 0 && len(c.JoinCluster) > 0 {
+		// A node given both registers its site with the cluster before it
+		// joins the site's gossip: if the site does not answer, the cluster
+		// keeps a site that never serves, with a vote in the configuration.
+		errs = append(errs, errors.New("join and join cluster are both set: give --join-cluster to the first node of a new site, --join to a later node of a site, not both"))
+	}
 	if c.Replicas < 1 || c.Replicas > 7 {
 		errs = append(errs, fmt.Errorf("replicas %d: must be 1 to 7", c.Replicas))
 	}

@@ -21,6 +21,7 @@ import (
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/causal"
+	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -521,6 +522,63 @@ func TestScanPagination(t *testing.T) {
 	first, _ := n.kv.Scan(ctx(t), &kvv1.ScanRequest{Prefix: []byte("user/"), Limit: 10})
 	if _, err := n.kv.Scan(ctx(t), &kvv1.ScanRequest{Prefix: []byte("other/"), Continuation: first.Continuation}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("foreign continuation: %v", err)
+	}
+}
+
+// TestScanPagesOfLargeValuesStayUnderTheMessageLimit: a page stops at
+// storage.MaxScanPageBytes, below gRPC's default limit of 4 MiB, whatever
+// its key limit, and its continuation resumes after its last key without
+// skipping the keys of a shard that stopped early. Before, a page held up
+// to its limit of keys whatever their values: 20 values of 512 KiB made a
+// 10 MiB reply, which clients refused (RESOURCE_EXHAUSTED, retried until
+// their deadline), so the scan never got past its first page.
+func TestScanPagesOfLargeValuesStayUnderTheMessageLimit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Shards = 2
+	n := start(t, cfg)
+	// Shard 0 holds the large values and stops each page early; shard 1
+	// holds small ones, all of which fit in a page.
+	large := bytes.Repeat([]byte("v"), 512<<10)
+	var want []string
+	for i := 0; i < 40; i++ {
+		k := fmt.Sprintf("s/%03d", i)
+		v := []byte("small")
+		if placement.ShardOf([]byte(k), cfg.Shards) == 0 {
+			v = large
+		}
+		if _, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: []byte(k), Value: v}); err != nil {
+			t.Fatalf("put %q: %v", k, err)
+		}
+		want = append(want, k)
+	}
+	var got []string
+	req := &kvv1.ScanRequest{Prefix: []byte("s/")}
+	for pages := 1; ; pages++ {
+		resp, err := n.kv.Scan(ctx(t), req) // the client accepts gRPC's default 4 MiB
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		size := 0
+		for _, it := range resp.Items {
+			got = append(got, string(it.Key))
+			if want := []byte("small"); !bytes.Equal(it.Value, want) && !bytes.Equal(it.Value, large) {
+				t.Fatalf("value of %q: %d bytes", it.Key, len(it.Value))
+			}
+			size += storage.ScanSize(storage.Record{Key: it.Key, Value: it.Value, Version: causal.Version{Site: it.Version.GetSite()}})
+		}
+		if size > storage.MaxScanPageBytes {
+			t.Fatalf("page %d holds %d bytes, more than %d", pages, size, storage.MaxScanPageBytes)
+		}
+		if len(resp.Continuation) == 0 {
+			break
+		}
+		if pages > len(want) {
+			t.Fatalf("no end after %d pages", pages)
+		}
+		req.Continuation = resp.Continuation
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("scan returned %v, want %v", got, want)
 	}
 }
 

@@ -307,7 +307,7 @@ func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
 		v1 := bytes.Equal(f, []byte("1"))
 		site, node := string(m.Get(metaSite)), string(m.Get(metaNodeID))
 		if site != id.Site || node != id.NodeID {
-			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q",
+			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q: start the node with the site and node id it was created with, or give it another data directory",
 				ErrForeign, node, site, id.NodeID, id.Site)
 		}
 		if derived && (v1 || bytes.Equal(f, []byte("2")) || bytes.Equal(f, []byte("3"))) {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,10 @@ func TestOpenForeign(t *testing.T) {
 			}
 			if !errors.Is(err, ErrForeign) {
 				t.Fatalf("err = %v, want ErrForeign", err)
+			}
+			// The message says what to do.
+			if !strings.Contains(err.Error(), "start the node with the site and node id it was created with") {
+				t.Fatalf("err = %v: it does not say what to do", err)
 			}
 			// The refused Open released the file: the owner can open it.
 			db3 := openDB(t, cfg)

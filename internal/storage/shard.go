@@ -192,9 +192,27 @@ func (s *ShardTx) History(key []byte, limit int) ([]Record, error) {
 // start <= key < end, in key order; an empty end means no bound. more
 // reports whether live keys may remain after the last one returned.
 func (s *ShardTx) Scan(start, end []byte, limit int, keysOnly bool) (recs []Record, more bool, err error) {
+	return s.ScanBytes(start, end, limit, 0, keysOnly)
+}
+
+// MaxScanPageBytes bounds the size (ScanSize) of one page of a scan, of
+// each shard's part of it and of the page the client gets: a page of
+// large values took the node's memory (up to 10000 values of 1 MiB from
+// each shard) and exceeded the largest message clients accept. 3 MiB
+// leaves room for the reply's header in gRPC's default limit of 4 MiB.
+const MaxScanPageBytes = 3 << 20
+
+// ScanSize is the size of r in a page of a scan: its key, value and site,
+// and an allowance for the fields of its message.
+func ScanSize(r Record) int { return len(r.Key) + len(r.Value) + len(r.Version.Site) + 32 }
+
+// ScanBytes is Scan that also stops before the records returned exceed
+// maxBytes (ScanSize; 0: no bound); it returns at least one record.
+func (s *ShardTx) ScanBytes(start, end []byte, limit, maxBytes int, keysOnly bool) (recs []Record, more bool, err error) {
 	if s.data == nil || limit <= 0 {
 		return nil, false, nil
 	}
+	size := 0
 	c := s.data.Cursor()
 	k, v := c.Seek(keyPrefix(start))
 	for k != nil {
@@ -206,7 +224,8 @@ func (s *ShardTx) Scan(start, end []byte, limit int, keysOnly bool) (recs []Reco
 			return recs, false, nil
 		}
 		if !r.Tombstone {
-			if len(recs) == limit {
+			size += ScanSize(r)
+			if len(recs) == limit || (maxBytes > 0 && len(recs) > 0 && size > maxBytes) {
 				return recs, true, nil
 			}
 			recs = append(recs, r)
