@@ -55,6 +55,9 @@ type Client struct {
 	seq      atomic.Uint64 // last request id sequence number
 	closed   atomic.Bool
 	routes   *router // nil when leader routing is disabled
+	// sites holds, per endpoint, the site its node reported (in a reply
+	// header or its Status), or nil while unknown.
+	sites []atomic.Pointer[string]
 
 	streamsMu sync.Mutex
 	streams   []*streamKV // every connection's call stream, to end on Close
@@ -130,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return c.kvClient(conn), conn, nil
 		})
 	}
+	c.sites = make([]atomic.Pointer[string], len(cfg.Endpoints))
 	c.fullNext.Store(len(cfg.SessionToken) > 0)
 	return c, nil
 }
@@ -346,6 +350,13 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 	}
 	n := len(c.cfg.Endpoints)
 	failovers := 0
+	// stay is, once an attempt of a mutation may have reached a node, the
+	// site of that node: the mutation may be applied there, and only a
+	// node of that site recognizes its request id, so the retries stay at
+	// that site. Another site would apply it a second time, with another
+	// version. Empty while no attempt may have reached a node, or when
+	// the node's site is unknown.
+	var stay string
 	// answered is the last error a server answered with before the
 	// attempt's deadline: when a later attempt ends only by the caller's
 	// deadline, it says why the call did not succeed.
@@ -376,10 +387,17 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		}
 		retry, failover := retryable(ctx, err)
 		failover = failover && pinned < 0 && n > 1
+		if o.mutation && stay == "" && failover && mayHaveReached(err) {
+			stay = c.endpointSite(ctx, ep)
+		}
+		next := ep
+		if failover {
+			next = c.nextEndpoint(ctx, ep, stay)
+			failover = next != ep
+		}
 		if failover {
 			// The next attempt, of this call or of the next one when this
 			// one does not retry, goes to the next endpoint.
-			next := (ep + 1) % n
 			if c.cur.CompareAndSwap(int64(ep), int64(next)) {
 				c.fullNext.Store(true)
 				if c.routes != nil {
@@ -410,6 +428,53 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		case <-t.C:
 		}
 	}
+}
+
+// mayHaveReached reports whether a failed attempt may have reached a node
+// (and so, for a mutation, been applied): every retryable failure but a
+// connection that could not be made.
+func mayHaveReached(err error) bool {
+	return !strings.HasPrefix(status.Convert(err).Message(), "connection error:")
+}
+
+// endpointSite returns the site of endpoint ep's node: the one its replies
+// named, or else the one its Status reports now; empty if unknown.
+func (c *Client) endpointSite(ctx context.Context, ep int) string {
+	if s := c.sites[ep].Load(); s != nil {
+		return *s
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, 2*time.Second))
+	defer cancel()
+	st, err := c.admin[ep].Status(ctx, &adminv1.StatusRequest{})
+	if err != nil || st.GetSite() == "" {
+		return ""
+	}
+	c.noteSite(ep, st.GetSite())
+	return st.GetSite()
+}
+
+// noteSite records that endpoint ep's node is of site.
+func (c *Client) noteSite(ep int, site string) {
+	if site == "" {
+		return
+	}
+	if s := c.sites[ep].Load(); s == nil || *s != site {
+		c.sites[ep].Store(&site)
+	}
+}
+
+// nextEndpoint returns the endpoint after ep to fail over to: the next
+// one, or with stay set the next one of site stay. It returns ep when no
+// other endpoint is of site stay.
+func (c *Client) nextEndpoint(ctx context.Context, ep int, stay string) int {
+	n := len(c.cfg.Endpoints)
+	for i := 1; i < n; i++ {
+		next := (ep + i) % n
+		if stay == "" || c.endpointSite(ctx, next) == stay {
+			return next
+		}
+	}
+	return ep
 }
 
 // cutByServer reports whether err is the server's end of the attempt's
@@ -475,6 +540,9 @@ func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call
 			}
 		}
 		h, err := call(ctx, c.kv[ep])
+		if err == nil {
+			c.noteSite(ep, h.GetSite())
+		}
 		if err == nil && rk != nil && rk.learn && c.routes != nil {
 			c.routes.learn(rk.keyspace, rk.key, h.GetNodeId(), c.fetchRoutes)
 		}

@@ -21,7 +21,9 @@ type Config struct {
 	// next. At least one is required. They may be nodes of several sites:
 	// list your own site's first. The session goes with a failover (the
 	// other site first applies the session's causal past), and the client
-	// tries the first endpoint again FailbackAfter after failing over.
+	// tries the first endpoint again FailbackAfter after failing over. A
+	// mutation that may have reached a node is retried only on endpoints
+	// of that node's site (see the package documentation).
 	Endpoints []string
 
 	// FailbackAfter is how long after a failover the client goes back to

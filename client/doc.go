@@ -20,6 +20,13 @@
 //     Config.MaxRetries times. Every mutation carries a request id
 //     (Config.ClientID plus a sequence number) that stays the same across
 //     retries, so the server applies a retried mutation at most once.
+//     Request ids are remembered by each site, not across sites: once an
+//     attempt of a mutation may have reached a node (anything but a
+//     connection that could not be made), the mutation is retried only on
+//     endpoints of that node's site, learned from replies or asked with
+//     Status. When none of them answers, the call fails, and the mutation
+//     may have been applied there; it is never applied a second time, under
+//     another version, at another site.
 //   - Endpoint failover. When an endpoint is unavailable the client moves to
 //     the next one and stays there until that one fails in turn.
 //   - Leader routing. Writes and STRONG reads of one key are served by the

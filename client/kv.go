@@ -27,6 +27,7 @@ type Item struct {
 // Put writes value under key and returns the new version.
 func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Version, error) {
 	o := c.options(opts)
+	o.mutation = true
 	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
 	var resp *kvv1.PutResponse
 	var sent *causal.Session
@@ -67,6 +68,7 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, err
 // whether a live value existed before.
 func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Version, existed bool, err error) {
 	o := c.options(opts)
+	o.mutation = true
 	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
 	var resp *kvv1.DeleteResponse
 	var sent *causal.Session
@@ -265,6 +267,7 @@ func (c *Client) CompareAndDelete(ctx context.Context, key []byte, expect Expect
 
 func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byte, del bool, opts []Option) (Version, error) {
 	o := c.options(opts)
+	o.mutation = true
 	req := &kvv1.CompareAndSwapRequest{Key: key, Value: value, Delete: del, Options: c.writeOptions(o)}
 	switch {
 	case expect.absent:

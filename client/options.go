@@ -45,6 +45,10 @@ type callOptions struct {
 	minSites    uint32
 	endpoint    string
 	force       bool
+	// mutation marks a call that writes (Put, Delete, CompareAndSwap,
+	// CompareAndDelete): once one of its attempts may have reached a node,
+	// it is retried only at that node's site (Client.invoke).
+	mutation bool
 }
 
 // WithKeyspace makes the call use keyspace ks instead of Config.Keyspace.

@@ -162,8 +162,15 @@ cmd_up() {
 	deadline=$((SECONDS + READY_TIMEOUT))
 	for s in "${SITES[@]}"; do
 		printf 'starting %s: n1' "$s"
-		start_node "$s-n1"
-		wait_http "$s-n1" /readyz
+		if [[ -n $(ls -A "$DIR/$s/n1" 2>/dev/null) ]]; then
+			# On its data, n1 is ready only once a quorum of its site's
+			# nodes runs: start the others as soon as its gossip listens.
+			start_node "$s-n1"
+			wait_http "$s-n1" /healthz
+		else
+			start_node "$s-n1"
+			wait_http "$s-n1" /readyz
+		fi
 		for ((k = 2; k <= NODES_PER_SITE; k++)); do
 			printf ' n%d' "$k"
 			start_node "$s-n$k"

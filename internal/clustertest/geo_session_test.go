@@ -315,3 +315,60 @@ func TestLeaderWaitsForAnotherSitesFloor(t *testing.T) {
 		return nil
 	})
 }
+
+// TestClientRetriesAWriteAtItsSite: a SITES(2) write at s3, cut off from
+// the other sites, commits at s3 but is not confirmed in time. The client,
+// whose endpoints span s3 and s1, retried it at s1, which applied it a
+// second time under a version of its own: one Put, two versions, and the
+// second one overwrote whatever was written in between. A mutation that
+// may have been applied is retried only at the site that may hold it, so
+// the Put fails (saying the write is committed and not lost) and every
+// site ends with s3's version alone.
+func TestClientRetriesAWriteAtItsSite(t *testing.T) {
+	t.Parallel()
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 1})
+	fs.Net.PartitionSites("s3", "s1")
+	fs.Net.PartitionSites("s3", "s2")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{fs.Sites["s3"].Nodes[0].Srv.ClientAddr(), fs.Sites["s1"].Nodes[0].Srv.ClientAddr()}
+	cfg.RequestTimeout = 2 * time.Second
+	cfg.MaxRetries = 2
+	cfg.FailbackAfter = -1
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	key := []byte("retried/once")
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	v, err := c.Put(pctx, key, []byte("v"), client.WithMinSites(2))
+	pcancel()
+	if err == nil {
+		t.Fatalf("SITES(2) write through s3, cut off from s1 and s2: acknowledged as %v; want it retried at s3 only, and failing", v)
+	}
+	if !strings.Contains(err.Error(), "not lost") {
+		t.Fatalf("SITES(2) write through s3, cut off: %v; want the error to say the write committed at s3 and is not lost", err)
+	}
+	fs.Net.Heal()
+	for _, site := range fs.Order {
+		poll.Until(t, 30*time.Second, site+" holds s3's write", func() error {
+			r, err := fs.kv(site).History(ctx, &kvv1.HistoryRequest{Key: key})
+			if err != nil {
+				return err
+			}
+			if len(r.Versions) == 0 {
+				return fmt.Errorf("no version yet")
+			}
+			var vs []string
+			for _, hv := range r.Versions {
+				vs = append(vs, fmt.Sprintf("%d@%s", hv.GetVersion().GetHlc(), hv.GetVersion().GetSite()))
+			}
+			if len(r.Versions) != 1 || r.Versions[0].GetVersion().GetSite() != "s3" {
+				t.Fatalf("%s holds versions %v of the one Put; want one, written at s3", site, vs)
+			}
+			return nil
+		})
+	}
+}

@@ -65,13 +65,20 @@ func (l links) target(downstream []string, pingOK func(string) time.Time) string
 	return downstream[0]
 }
 
-// fail records a failed call to site; it reports whether the site is now
-// skipped (for the first time).
-func (l links) fail(site string, now time.Time, skipAfter time.Duration) bool {
+// fail records a failed call to site, sent at sent and given up at now;
+// it reports whether the site is now skipped (for the first time). The
+// site counts as unreachable from when the first failed call was sent.
+// Counted from that call's failure, a cut site was skipped a call timeout
+// late, and only by the call that failed after that: 9 s or more after
+// the cut with the defaults (5 s SkipAfter, 3 s CallTimeout), not 6 s.
+func (l links) fail(site string, sent, now time.Time, skipAfter time.Duration) bool {
 	since, ok := l.failingSince[site]
 	if !ok {
-		l.failingSince[site] = now
 		since = now
+		if !sent.IsZero() && sent.Before(now) {
+			since = sent
+		}
+		l.failingSince[site] = since
 	}
 	if _, skipped := l.skippedAt[site]; skipped {
 		l.skippedAt[site] = now

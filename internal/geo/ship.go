@@ -270,7 +270,7 @@ func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipC
 			err = errors.New("the site does not hold the keyspace (yet)")
 		}
 		st.mu.Lock()
-		skippedNow := st.links.fail(target, time.Now(), s.cfg.SkipAfter)
+		skippedNow := st.links.fail(target, c.start, time.Now(), s.cfg.SkipAfter)
 		st.mu.Unlock()
 		s.m.batches.WithLabelValues(target, "error").Inc()
 		if skippedNow {
