@@ -291,8 +291,13 @@ func (s *KV) BatchGet(ctx context.Context, req *kvv1.BatchGetRequest) (resp *kvv
 		return nil, toStatus(err)
 	}
 	resp = &kvv1.BatchGetResponse{Items: make([]*kvv1.KeyValue, len(req.Keys))}
+	size := 0
 	for i, k := range req.Keys {
 		if resp.Items[i], err = s.router.Get(ctx, c, k, req.Consistency, false); err != nil {
+			return nil, toStatus(err)
+		}
+		size += len(k) + len(resp.Items[i].GetValue())
+		if err := s.cfg.Limits.Reply(i+1, size); err != nil {
 			return nil, toStatus(err)
 		}
 	}
@@ -331,6 +336,13 @@ func (s *KV) GetTxn(ctx context.Context, req *kvv1.GetTxnRequest) (resp *kvv1.Ge
 	items, snap, err := s.router.GetTxn(ctx, c, req.Keys, req.SnapshotHlc)
 	release()
 	if err != nil {
+		return nil, toStatus(err)
+	}
+	size := 0
+	for _, it := range items {
+		size += len(it.GetKey()) + len(it.GetValue())
+	}
+	if err := s.cfg.Limits.Reply(len(items), size); err != nil {
 		return nil, toStatus(err)
 	}
 	return &kvv1.GetTxnResponse{Header: s.respHeader(c), Items: items, SnapshotHlc: snap}, nil

@@ -33,6 +33,11 @@ type Limits struct {
 	DefaultScanLimit int
 	// MaxHistory is the most versions one History call may ask for.
 	MaxHistory int
+	// MaxReplyBytes bounds the keys and values one BatchGet or GetTxn
+	// returns: 1,000 keys of 1 MiB values made replies of a gigabyte,
+	// beyond what clients accept, and a few such calls at once took the
+	// node's memory.
+	MaxReplyBytes int
 }
 
 // DefaultLimits returns the default request limits.
@@ -44,7 +49,18 @@ func DefaultLimits() Limits {
 		MaxScanLimit:     10000,
 		DefaultScanLimit: 1000,
 		MaxHistory:       1000,
+		MaxReplyBytes:    64 << 20,
 	}
+}
+
+// Reply checks that a reply of n items holding size bytes of keys and
+// values stays within MaxReplyBytes; one item always may (a value may be
+// as large as MaxValueBytes).
+func (l Limits) Reply(n, size int) error {
+	if n > 1 && l.MaxReplyBytes > 0 && size > l.MaxReplyBytes {
+		return fmt.Errorf("%w: the values asked for add up to more than the reply limit of %d MiB: ask for fewer keys per call", ErrBadRequest, l.MaxReplyBytes>>20)
+	}
+	return nil
 }
 
 // Key validates a key.

@@ -378,7 +378,7 @@ func (s *Server) Start() (err error) {
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.kv = kv
-	s.grpc = grpc.NewServer(append(grpcopts.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+	s.grpc = grpc.NewServer(append(grpcopts.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxConcurrentStreams(maxClientStreams), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
 		grpc.ChainStreamInterceptor(s.incarnationStream))...)
 	kvv1.RegisterKVServer(s.grpc, kv)
 	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
@@ -779,6 +779,12 @@ func (s *Server) Kill() {
 	}
 	s.Stop()
 }
+
+// maxClientStreams bounds the calls in flight on one client connection
+// (HTTP/2 streams); a client's later calls wait for their turn on its side.
+// Unbounded, one connection could make the node start a goroutine and hold
+// a request for as many calls as it sent.
+const maxClientStreams = 4096
 
 // handOffWait bounds how long Stop waits for the leadership transfers of
 // the shards the node leads.

@@ -961,3 +961,47 @@ func TestDrainOfTheOnlyNodeIsRefused(t *testing.T) {
 		t.Fatalf("undo: %v", err)
 	}
 }
+
+// TestBatchRepliesStayWithinTheReplyLimit: a BatchGet or GetTxn whose
+// values add up to more than Limits.MaxReplyBytes is refused with
+// INVALID_ARGUMENT (not built, sent and refused by the client, or retried),
+// one key of any size is still served, and the node goes on serving.
+func TestBatchRepliesStayWithinTheReplyLimit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Limits.MaxReplyBytes = 1 << 20
+	n := start(t, cfg)
+	large := bytes.Repeat([]byte("v"), 600<<10)
+	keys := [][]byte{[]byte("r/0"), []byte("r/1"), []byte("r/2")}
+	// The reads carry the writes' session: a GetTxn without one may be
+	// cut at a snapshot from before them.
+	var session []byte
+	for _, k := range keys {
+		resp, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: session}, Key: k, Value: large})
+		if err != nil {
+			t.Fatalf("put %q: %v", k, err)
+		}
+		session = resp.Header.Session
+	}
+	hdr := &kvv1.RequestHeader{Session: session}
+	if _, err := n.kv.BatchGet(ctx(t), &kvv1.BatchGetRequest{Header: hdr, Keys: keys}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("BatchGet of 1.8 MiB with a 1 MiB reply limit: %v, want InvalidArgument", err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	if _, err := n.kv.GetTxn(ctx(t), &kvv1.GetTxnRequest{Header: hdr, Keys: keys}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("GetTxn of 1.8 MiB with a 1 MiB reply limit: %v, want InvalidArgument", err)
+	}
+	cfgLimits := cfg.Limits
+	cfgLimits.MaxReplyBytes = 512 << 10
+	if err := cfgLimits.Reply(1, len(large)); err != nil {
+		t.Fatalf("one value larger than the reply limit: %v, want it served", err)
+	}
+	resp, err := n.kv.BatchGet(ctx(t), &kvv1.BatchGetRequest{Header: hdr, Keys: keys[:1]})
+	if err != nil || len(resp.Items) != 1 || len(resp.Items[0].Value) != len(large) {
+		t.Fatalf("BatchGet of one key: %v", err)
+	}
+	txn, err := n.kv.GetTxn(ctx(t), &kvv1.GetTxnRequest{Header: hdr, Keys: keys[:1]})
+	if err != nil || len(txn.Items) != 1 || !txn.Items[0].Found {
+		t.Fatalf("GetTxn of one key: %v", err)
+	}
+}
