@@ -22,7 +22,7 @@ import (
 // flight.
 type heldStream struct {
 	grpc.ServerStream
-	ctx     context.Context
+	t       *testing.T // its Context is the stream's
 	total   int
 	release chan struct{}
 
@@ -33,7 +33,7 @@ type heldStream struct {
 	err     error // the first receive beyond the bound
 }
 
-func (s *heldStream) Context() context.Context { return s.ctx }
+func (s *heldStream) Context() context.Context { return s.t.Context() }
 
 func (s *heldStream) Recv() (*kvv1.StreamRequest, error) {
 	s.mu.Lock()
@@ -66,7 +66,7 @@ func (s *heldStream) Send(*kvv1.StreamResponse) error {
 // started a goroutine for each.
 func TestStreamBoundsTheCallsInFlight(t *testing.T) {
 	s := NewKV(Config{}, nil, nil, NewMetrics(prometheus.NewRegistry()))
-	st := &heldStream{ctx: t.Context(), total: maxStreamCalls + 10, release: make(chan struct{})}
+	st := &heldStream{t: t, total: maxStreamCalls + 10, release: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- s.Stream(st) }()
 	poll.Every(time.Millisecond).Until(t, 10*time.Second, "the stream took the calls it may and began an answer", func() error {
