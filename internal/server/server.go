@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -569,17 +570,23 @@ func (s *Server) failWith(failed <-chan struct{}, why func() error) {
 	}()
 }
 
+// lostFound is the directory fsck keeps at the root of a file system.
+const lostFound = "lost+found"
+
 // checkDataDir creates dir if needed and refuses one that holds anything
 // other than Causeway's files. fresh reports a new directory: one without
-// raft.db, so empty.
+// raft.db, so empty. The lost+found directory of a file system whose root
+// is the data directory (a disk or volume given to kvd alone) is not
+// counted.
 func checkDataDir(dir string) (fresh bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("data dir: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
+	all, err := os.ReadDir(dir)
 	if err != nil {
 		return false, fmt.Errorf("data dir: %w", err)
 	}
+	entries := slices.DeleteFunc(all, func(e os.DirEntry) bool { return e.Name() == lostFound && e.IsDir() })
 	hasRaft := false
 	var foreign []string
 	for _, e := range entries {
@@ -620,7 +627,7 @@ func checkEmptyRaftFile(dir, path string) error {
 	var others []string
 	for _, e := range entries {
 		// lost+found: the data directory may be a file system's root.
-		if e.Name() != raftFile && e.Name() != "lost+found" {
+		if e.Name() != raftFile && e.Name() != lostFound {
 			others = append(others, e.Name())
 		}
 	}

@@ -234,7 +234,8 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapstore: open %s: %w", id, err)
 	}
-	f, err := s.fs.Open(filepath.Join(s.dir, id, stateFile))
+	path := filepath.Join(s.dir, id, stateFile)
+	f, err := s.fs.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapstore: open %s: %w", id, err)
 	}
@@ -246,7 +247,7 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	}
 	if n != m.Size || !bytes.Equal(h.Sum(nil), m.CRC) {
 		_ = f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: state has %d bytes and CRC %x; meta.json says %d and %x", ErrCorrupt, id, n, h.Sum(nil), m.Size, m.CRC)
+		return nil, nil, fmt.Errorf("%w: %s: state has %d bytes and CRC %x; meta.json says %d and %x", ErrCorrupt, path, n, h.Sum(nil), m.Size, m.CRC)
 	}
 	return &m.SnapshotMeta, &reader{Reader: bufio.NewReaderSize(io.NewSectionReader(f, 0, n), 1<<16), f: f}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,8 @@ func TestRetainAndCancel(t *testing.T) {
 }
 
 // TestCorruptStateRefused: a state that does not match meta.json's size or
-// CRC is refused by Open (it stays listed: raft tries the next one).
+// CRC is refused by Open (it stays listed: raft tries the next one), with
+// an error that names the file.
 func TestCorruptStateRefused(t *testing.T) {
 	for _, damage := range []struct {
 		name string
@@ -174,8 +176,8 @@ func TestCorruptStateRefused(t *testing.T) {
 			g, _ := fs.Create(p)
 			_, _ = g.Write(b)
 			_ = g.Close()
-			if _, _, err := s.Open(id); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Open of a damaged state: %v", err)
+			if _, _, err := s.Open(id); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("Open of a damaged state: %v, want ErrCorrupt naming %s", err, p)
 			}
 		})
 	}

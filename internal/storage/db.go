@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
 	"sync"
-
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -223,9 +224,22 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		}
 	}
 	b, err := openBolt(cfg.Path, opts)
+	var pathErr *fs.PathError
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Path)
+	case errors.Is(err, ErrCorrupt):
+		// openBolt names the file already (a panic of bbolt's on a
+		// damaged file, such as keys out of order).
+		return nil, err
+	case errors.Is(err, syscall.EROFS):
+		// Not damage: verifyFile read the file, but it cannot be opened
+		// for writing.
+		return nil, fmt.Errorf("%w (kvd writes to its data directory: mount its file system read-write)", err)
+	case errors.As(err, &pathErr) && pathErr.Op == "open" && !errors.Is(err, os.ErrPermission):
+		// Not damage either: the file system refused to open the file
+		// (what the file holds was never read).
+		return nil, err
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum),
 		err != nil && existed && !errors.Is(err, os.ErrPermission):
 		// bbolt reports some damaged files with plain errors ("file size
@@ -236,7 +250,7 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
-	if err := checkIdentity(b, cfg.Identity, cfg.Derived); err != nil {
+	if err := checkIdentity(b, cfg.Path, cfg.Identity, cfg.Derived); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
@@ -277,8 +291,9 @@ func openBolt(path string, opts *bolt.Options) (b *bolt.DB, err error) {
 
 // checkIdentity creates the meta bucket of a fresh file, and checks the
 // format and owner of an existing one. A Derived database of an earlier
-// format is ErrStale: it is rebuilt rather than migrated.
-func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
+// format is ErrStale: it is rebuilt rather than migrated. path names the
+// file in errors.
+func checkIdentity(b *bolt.DB, path string, id Identity, derived bool) error {
 	want := fmt.Sprint(formatVersion)
 	if derived {
 		want = fmt.Sprint(derivedFormatVersion)
@@ -307,15 +322,20 @@ func checkIdentity(b *bolt.DB, id Identity, derived bool) error {
 		v1 := bytes.Equal(f, []byte("1"))
 		site, node := string(m.Get(metaSite)), string(m.Get(metaNodeID))
 		if site != id.Site || node != id.NodeID {
-			return fmt.Errorf("%w: it was created by node %q of site %q, not node %q of site %q: start the node with the site and node id it was created with, or give it another data directory",
-				ErrForeign, node, site, id.NodeID, id.Site)
+			return fmt.Errorf("%w: %s was created by node %q of site %q, not node %q of site %q: start the node with the site and node id it was created with, or give it another data directory (if --site and --node-id are right, the file is damaged: see \"A damaged data directory\" in docs/operations.md)",
+				ErrForeign, path, node, site, id.NodeID, id.Site)
 		}
 		if derived && (v1 || bytes.Equal(f, []byte("2")) || bytes.Equal(f, []byte("3"))) {
-			return fmt.Errorf("%w: on-disk format %q, this build writes %s", ErrStale, f, want)
+			return fmt.Errorf("%w: %s: on-disk format %q, this build writes %s", ErrStale, path, f, want)
 		}
 		v2 := !derived && bytes.Equal(f, []byte("2"))
 		if !v1 && !v2 && !bytes.Equal(f, []byte(want)) {
-			return fmt.Errorf("%w: on-disk format %q, this build reads %s", ErrForeign, f, want)
+			return fmt.Errorf("%w: %s: on-disk format %q, this build reads %s", ErrForeign, path, f, want)
+		}
+		if (v1 || v2) && !derived && sealedAlready(tx) {
+			// Sealing them again would rewrite every value of a file
+			// whose only damage is its format record.
+			return fmt.Errorf("%w: %s: its format record says %q, but raft's stable values are sealed as format %s seals them: the format record is damaged", ErrCorrupt, path, f, want)
 		}
 		if v1 {
 			// Format 1 keyed request records by client id.

@@ -214,6 +214,39 @@ func sealStableValues(tx *bolt.Tx) error {
 	return nil
 }
 
+// sealedAlready reports whether raft's stable values and the site
+// incarnation in tx, at least one of them, are all sealed as format 3
+// seals them. A file of format 1 or 2 holds them unsealed: that the last
+// four bytes of an unsealed value are the CRC-32C of its key and the bytes
+// before them is a chance of one in 2^32, for every value at once none.
+func sealedAlready(tx *bolt.Tx) bool {
+	n, sealed := 0, 0
+	check := func(k, v []byte) {
+		n++
+		if len(v) >= sumLen && valueSum(k, v[:len(v)-sumLen]) == binary.BigEndian.Uint32(v[len(v)-sumLen:]) {
+			sealed++
+		}
+	}
+	_ = tx.ForEach(func(name []byte, root *bolt.Bucket) error {
+		if !bytes.HasPrefix(name, []byte(prefixRaft)) {
+			return nil
+		}
+		if b := root.Bucket(bucketStable); b != nil {
+			_ = b.ForEach(func(k, v []byte) error {
+				if v != nil {
+					check(k, v)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if v := tx.Bucket(bucketMeta).Get(metaIncarnation); v != nil {
+		check(metaIncarnation, v)
+	}
+	return n > 0 && sealed == n
+}
+
 // SetUint64 implements raft.StableStore.
 func (s *RaftStore) SetUint64(key []byte, val uint64) error {
 	return s.Set(key, binary.BigEndian.AppendUint64(nil, val))
