@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -348,6 +350,11 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			return invalidArgument("endpoint %q is not configured", o.endpoint)
 		}
 	}
+	if !utf8.ValidString(o.keyspace) {
+		// gRPC would fail to encode the request (INTERNAL): it is the
+		// caller's argument that is wrong.
+		return invalidArgument("keyspace %s is not valid UTF-8", strconv.QuoteToASCII(truncate(o.keyspace, maxQuotedKeyspace)))
+	}
 	n := len(c.cfg.Endpoints)
 	failovers := 0
 	// stay is, once an attempt of a mutation may have reached a node, the
@@ -361,6 +368,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 	// attempt's deadline: when a later attempt ends only by the caller's
 	// deadline, it says why the call did not succeed.
 	var answered error
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		ep := pinned
 		if ep < 0 {
@@ -410,7 +418,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
 		}
 		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
-			return withAnswer(err, cut, answered)
+			return callError(err, cut, answered, attempt+1, time.Since(start))
 		}
 		if failover {
 			failovers++
@@ -424,7 +432,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return withAnswer(err, cut, answered)
+			return callError(err, cut, answered, attempt+1, time.Since(start))
 		case <-t.C:
 		}
 	}
@@ -488,20 +496,57 @@ func cutByServer(actx context.Context, err error) bool {
 	return ok && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < 100*time.Millisecond
 }
 
-// withAnswer returns err, the error of a call's last attempt; if that
-// attempt was cut by a deadline and an earlier one was answered, the
-// error (with err's code) also says what the server answered: a wait that
-// the server explained (a session moving between sites, a write waiting
-// for other sites) is otherwise reported as a bare deadline.
-func withAnswer(err error, cut bool, answered error) error {
-	if !cut || answered == nil || answered == err {
+// callError returns the error of a call whose last attempt failed with
+// err. The server's text describes that attempt only (a wait it timed, a
+// change it did not see taken), so when the call made several attempts
+// the error also says how many and how long the whole call took. If the
+// last attempt was cut by a deadline and an earlier one was answered, the
+// error (with err's code) also says what the server answered, unless err
+// says it already (with other times or versions): a wait that the server
+// explained (a session moving between sites, a write waiting for other
+// sites) is otherwise reported as a bare deadline. A status error keeps
+// its code and details.
+func callError(err error, cut bool, answered error, attempts int, took time.Duration) error {
+	var notes []string
+	if cut && answered != nil && answered != err {
+		msg, last := status.Convert(answered).Message(), status.Convert(err).Message()
+		if !strings.Contains(last, msg) && withoutNumbers(last) != withoutNumbers(msg) {
+			notes = append(notes, "the last answer before it: "+msg)
+		}
+	}
+	if attempts > 1 {
+		notes = append(notes, fmt.Sprintf("the call made %d attempts in %v", attempts, took.Round(time.Millisecond)))
+	}
+	if len(notes) == 0 {
 		return err
 	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return fmt.Errorf("%w (the last answer before it: %s)", err, status.Convert(answered).Message())
+	note := " (" + strings.Join(notes, "; ") + ")"
+	if se, ok := err.(interface{ GRPCStatus() *status.Status }); ok && se.GRPCStatus() != nil {
+		p := se.GRPCStatus().Proto()
+		p.Message += note
+		return status.FromProto(p).Err()
 	}
-	return status.Errorf(st.Code(), "%s (the last answer before it: %s)", st.Message(), status.Convert(answered).Message())
+	return fmt.Errorf("%w%s", err, note)
+}
+
+// withoutNumbers returns msg with every run of digits and dots replaced by
+// "#": two answers of the server that differ only in the times or
+// versions they name say the same.
+func withoutNumbers(msg string) string {
+	var b strings.Builder
+	num := false
+	for _, r := range msg {
+		if r >= '0' && r <= '9' || r == '.' && num {
+			if !num {
+				b.WriteByte('#')
+			}
+			num = true
+			continue
+		}
+		num = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // routeKey names the key a call is about, for leader routing; learn

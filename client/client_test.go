@@ -749,3 +749,79 @@ func TestCallStreamFallsBackToUnary(t *testing.T) {
 		t.Fatalf("the fake served %d unary calls, want 4 (a put and three gets)", got)
 	}
 }
+
+// TestRetriedCallSaysAttemptsAndTime: the server's text describes one
+// attempt (a wait it timed); a call that made several attempts says how
+// many and how long it took in all, keeping the status code.
+func TestRetriedCallSaysAttemptsAndTime(t *testing.T) {
+	f, addr := startFake(t)
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.RetryBackoff = time.Millisecond
+	cfg.MaxRetries = 2
+	cfg.DisableLeaderRouting = true
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f.FailNextData(codes.Unavailable, codes.Unavailable, codes.Unavailable)
+	_, err = c.Get(context.Background(), []byte("k"))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "injected Unavailable (the call made 3 attempts in ") {
+		t.Fatalf("err = %v, want Unavailable saying the call made 3 attempts", err)
+	}
+
+	// A call answered by its first attempt says nothing more.
+	f.FailNextData(codes.InvalidArgument)
+	_, err = c.Get(context.Background(), []byte("k"))
+	if status.Code(err) != codes.InvalidArgument || strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("err = %v, want the server's InvalidArgument alone", err)
+	}
+}
+
+// TestCallErrorDoesNotRepeatTheAnswer: when the attempt cut by the
+// deadline carries the text of the answer before it, the error does not
+// quote that answer a second time; the status details are kept.
+func TestCallErrorDoesNotRepeatTheAnswer(t *testing.T) {
+	const msg = "the write waits for sites b, c to apply it"
+	answered := status.Error(codes.Unavailable, msg)
+	st, err := status.New(codes.DeadlineExceeded, msg).WithDetails(&adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := callError(st.Err(), true, answered, 4, 8*time.Second)
+	want := msg + " (the call made 4 attempts in 8s)"
+	gs := status.Convert(got)
+	if gs.Code() != codes.DeadlineExceeded || gs.Message() != want || len(gs.Details()) != 1 {
+		t.Fatalf("callError = %v (%d details), want DeadlineExceeded %q with the detail", got, len(gs.Details()), want)
+	}
+	// An answer that differs only in the times and versions it names is
+	// not quoted either.
+	durable := func(took string) error {
+		return status.Error(codes.DeadlineExceeded, "version 1796627556911.0@s1 is committed; site s3 had not applied it "+took+" after its commit")
+	}
+	got = callError(durable("7.971s"), true, durable("6.98s"), 3, 8*time.Second)
+	if strings.Contains(got.Error(), "the last answer before it") || !strings.Contains(got.Error(), "7.971s after its commit (the call made 3 attempts in 8s)") {
+		t.Fatalf("callError = %v, want the last answer alone with the attempts", got)
+	}
+	// Another answer is still quoted.
+	got = callError(status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true, answered, 2, time.Second)
+	if !strings.Contains(got.Error(), "(the last answer before it: "+msg+"; the call made 2 attempts in 1s)") {
+		t.Fatalf("callError = %v, want the earlier answer and the attempts", got)
+	}
+}
+
+// TestInvalidUTF8KeyspaceIsAnInvalidArgument: a keyspace that is not
+// UTF-8 cannot be encoded in a request; the call fails INVALID_ARGUMENT
+// before anything is sent, not INTERNAL.
+func TestInvalidUTF8KeyspaceIsAnInvalidArgument(t *testing.T) {
+	f, addr := startFake(t)
+	c := newTestClient(t, addr)
+	_, err := c.Get(context.Background(), []byte("k"), WithKeyspace("bad\xff"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `keyspace "bad\xff" is not valid UTF-8`) {
+		t.Fatalf("err = %v, want InvalidArgument naming the keyspace", err)
+	}
+	if got := f.Calls(); got != 0 {
+		t.Fatalf("the fake saw %d calls, want none", got)
+	}
+}

@@ -26,7 +26,13 @@
 //     endpoints of that node's site, learned from replies or asked with
 //     Status. When none of them answers, the call fails, and the mutation
 //     may have been applied there; it is never applied a second time, under
-//     another version, at another site.
+//     another version, at another site. The error of a call that made
+//     several attempts ends with how many and how long the call took in
+//     all (the server's text describes the last attempt only), and the
+//     error of a call a deadline cut also quotes the last answer a server
+//     gave before it, unless it says the same.
+//     A keyspace that is not valid UTF-8 fails INVALID_ARGUMENT before
+//     anything is sent.
 //   - Endpoint failover. When an endpoint is unavailable the client moves to
 //     the next one and stays there until that one fails in turn.
 //   - Leader routing. Writes and STRONG reads of one key are served by the

@@ -121,3 +121,15 @@ const (
 func invalidArgument(format string, args ...any) error {
 	return status.Error(codes.InvalidArgument, fmt.Sprintf(format, args...))
 }
+
+// maxQuotedKeyspace bounds the part of a keyspace name that errors
+// repeat: a valid name has at most 63 bytes.
+const maxQuotedKeyspace = 64
+
+// truncate returns s cut to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -150,7 +150,7 @@ Exit codes:
   1  not found (get of a missing or deleted key, node drain or node remove of
      an unknown node, node remove of a node removed already)
   2  usage error or invalid argument (bad flags or version text, InvalidArgument
-     from the server, corrupt session file)
+     from the server, corrupt session file or one that is a directory)
   3  compare-and-swap conflict (cas found another version than expected)
   4  unavailable or timed out (Unavailable, DeadlineExceeded)
   5  any other error
@@ -196,6 +196,16 @@ func (a *app) rootCommand() *cobra.Command {
 		a.adminCommand(),
 		a.debugCommand(),
 	)
+	// cobra's completion command only holds subcommands and would print
+	// its help, exiting 0, for a shell it does not know: it refuses one
+	// as the other groups do.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = groupRun
+		}
+	}
 	return root
 }
 
@@ -345,13 +355,17 @@ func groupCommand(use, short string, subs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			return usageErrorf("%s needs a subcommand", cmd.CommandPath())
-		},
+		RunE:  groupRun,
 	}
 	cmd.AddCommand(subs...)
 	return cmd
+}
+
+// groupRun runs a command that only holds subcommands: it names the word
+// that is not one of them, or asks for one.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return usageErrorf("%s needs a subcommand", cmd.CommandPath())
 }

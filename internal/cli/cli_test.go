@@ -142,6 +142,9 @@ func TestUsageErrors(t *testing.T) {
 		{"history negative limit", []string{"history", "k", "--limit", "-2"}, "invalid --limit -2"},
 		{"group without subcommand", []string{"cluster"}, "needs a subcommand"},
 		{"group unknown subcommand", []string{"admin", "vacuum"}, `unknown command "vacuum"`},
+		{"debug partition from several sites", []string{"debug", "partition", "--site", "s1,s2"}, `--site "s1,s2" names more than one site: partition from one site per command`},
+		{"completion unknown shell", []string{"completion", "nope"}, `unknown command "nope" for "kvctl completion"`},
+		{"completion without shell", []string{"completion"}, "kvctl completion needs a subcommand"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,6 +376,19 @@ func TestCorruptSessionFile(t *testing.T) {
 	if tok, err := loadSession(path); err != nil || tok != nil {
 		t.Fatalf("blank session file: %q, %v", tok, err)
 	}
+}
+
+// TestSessionFileIsADirectory: a session file that is a directory stops
+// kvctl before it calls the server, as a usage error that says how to
+// name a file or run without a session.
+func TestSessionFileIsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	r := kvctl(t, "", nil, "--endpoints", "127.0.0.1:1", "--session-file", dir, "get", "k")
+	if r.code != ExitUsage {
+		t.Fatalf("exit %d, want %d (%q)", r.code, ExitUsage, r.stderr)
+	}
+	checkErrLine(t, r, "session file "+dir+" is a directory; name a file with --session-file PATH")
+	checkErrLine(t, r, "--session-file none")
 }
 
 func TestJSONBytes(t *testing.T) {

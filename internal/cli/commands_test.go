@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,7 +125,7 @@ func TestServerErrorsExitCodes(t *testing.T) {
 	if r.code != ExitError {
 		t.Fatalf("unknown keyspace: exit %d (%q)", r.code, r.stderr)
 	}
-	checkErrLine(t, r, `unknown keyspace "nope" (NotFound)`)
+	checkErrLine(t, r, `unknown keyspace "nope" (NotFound); kvctl keyspace list shows the keyspaces`)
 	f.FailNextData(codes.Internal)
 	if r := run("", "get", "k"); r.code != ExitError {
 		t.Fatalf("Internal: exit %d", r.code)
@@ -352,4 +354,23 @@ func TestSessionFileAcrossInvocations(t *testing.T) {
 	// Admin commands neither read nor write it.
 	os.WriteFile(path, []byte("corrupt"), 0o600)
 	mustOK(t, kvctl(t, "", env, "cluster", "status"))
+}
+
+// TestUnusableEndpointSaysWhatToDo: an endpoint where no node listens, and
+// one that answers HTTP/1.1 (a node's HTTP address), fail saying what to
+// check, with the exit code of an unavailable endpoint.
+func TestUnusableEndpointSaysWhatToDo(t *testing.T) {
+	r := kvctl(t, "", nil, "--endpoints", clienttest.DeadAddr(t), "--timeout", "2s", "get", "k")
+	if r.code != ExitUnavailable {
+		t.Fatalf("dead endpoint: exit %d (%q)", r.code, r.stderr)
+	}
+	checkErrLine(t, r, "no node listens at the endpoint: check --endpoints")
+
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	r = kvctl(t, "", nil, "--endpoints", strings.TrimPrefix(web.URL, "http://"), "--timeout", "2s", "get", "k")
+	if r.code != ExitUnavailable {
+		t.Fatalf("HTTP endpoint: exit %d (%q)", r.code, r.stderr)
+	}
+	checkErrLine(t, r, "the endpoint answers HTTP/1.1, not gRPC: it may be a node's HTTP address (kvd --http-addr)")
 }

@@ -43,6 +43,9 @@ not run with --debug-faults.`,
 			if site == "" {
 				return usageErrorf("--site is required")
 			}
+			if strings.Contains(site, ",") {
+				return usageErrorf("--site %q names more than one site: partition from one site per command (partitions add up)", site)
+			}
 			return a.debugEach(cmd, func(ctx context.Context, c *client.Client, pin client.Option) ([]string, error) {
 				return c.DebugPartition(ctx, site, pin)
 			})

@@ -21,7 +21,8 @@ const (
 	// of a node it removed already.
 	ExitNotFound = 1
 	// ExitUsage: bad command line, invalid argument (also as reported by
-	// the server), bad version text, or a corrupt session file.
+	// the server), bad version text, or a session file that is corrupt
+	// or a directory.
 	ExitUsage = 2
 	// ExitConflict: a cas found another version than expected.
 	ExitConflict = 3
@@ -116,5 +117,25 @@ func errorMessage(err error) string {
 		}
 	}
 	msg = strings.TrimPrefix(msg, "client: ")
+	if h := nextStep(msg); h != "" {
+		msg += "; " + h
+	}
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
+}
+
+// nextStep returns what to do about an endpoint that could not be
+// used at all, from gRPC's text of the connection's failure, or about a
+// keyspace no site holds; "" for other errors.
+func nextStep(msg string) string {
+	switch {
+	case strings.Contains(msg, "frame header looked like an HTTP/1.1 header"):
+		return "the endpoint answers HTTP/1.1, not gRPC: it may be a node's HTTP address (kvd --http-addr); give its client address (kvd --client-addr) with --endpoints"
+	case strings.Contains(msg, "connect: connection refused"):
+		return "no node listens at the endpoint: check --endpoints (a node's client address, kvd --client-addr) and that the node runs"
+	case strings.Contains(msg, "no such host"), strings.Contains(msg, "name resolver error: produced zero addresses"):
+		return "the endpoint's host name does not resolve: check --endpoints"
+	case strings.Contains(msg, "unknown keyspace \"") && !strings.Contains(msg, "may not know every keyspace"):
+		return "kvctl keyspace list shows the keyspaces, kvctl keyspace create makes one"
+	}
+	return ""
 }

@@ -17,14 +17,17 @@ import (
 
 // loadSession reads the session token stored at path. A missing file is an
 // empty session; a corrupt one is an ExitUsage error telling the user to
-// delete it.
+// delete it, and so is a directory.
 func loadSession(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session file: %w", err)
+		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
+			return nil, withCode(ExitUsage, fmt.Errorf("session file %s is a directory; name a file with --session-file PATH (or %s), or run without a session with --session-file none", path, EnvSessionFile))
+		}
+		return nil, fmt.Errorf("session file: %w; make it readable, name another file with --session-file PATH, or run without a session with --session-file none", err)
 	}
 	tok, err := decodeSessionFile(data)
 	if err != nil {

@@ -280,7 +280,7 @@ Exits with code 1 if the site does not know NODE, and 4 if the time ran out.`,
 			return a.withClientDeadline(cmd, false, deadline, func(ctx context.Context, c *client.Client) error {
 				epoch, err := c.Drain(ctx, node, undo)
 				if status.Code(err) == codes.NotFound {
-					return withCode(ExitNotFound, fmt.Errorf("node %q not found", node))
+					return withCode(ExitNotFound, fmt.Errorf("node %q not found in the site of the node that answered; kvctl cluster members lists the site's nodes", node))
 				}
 				if err != nil {
 					return err

@@ -209,7 +209,7 @@ func TestNodeDrain(t *testing.T) {
 	if r.code != ExitNotFound || r.stdout != "" {
 		t.Fatalf("node drain of an unknown node: exit %d, stdout %q", r.code, r.stdout)
 	}
-	checkErrLine(t, r, `node "n9" not found`)
+	checkErrLine(t, r, `node "n9" not found in the site of the node that answered; kvctl cluster members lists the site's nodes`)
 	if got := f.Drains(); got[len(got)-1].GetNodeId() != "n9" {
 		t.Fatalf("last drain request = %v", got[len(got)-1])
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/causeway-db/causeway/internal/placement"
 )
 
 // CommandFormat is the command format this build writes and accepts.
@@ -162,7 +164,7 @@ func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64) error
 
 func (c *Config) createKeyspace(ks Keyspace) error {
 	if !ValidName(ks.Name) {
-		return fmt.Errorf("%w: keyspace name %q: use 1-63 lowercase letters, digits or '-'", ErrInvalid, ks.Name)
+		return fmt.Errorf("%w: keyspace name %s: use 1-63 lowercase letters, digits or '-'", ErrInvalid, placement.QuoteKeyspace(ks.Name))
 	}
 	if _, ok := c.Keyspaces[ks.Name]; ok {
 		return fmt.Errorf("%w: keyspace %q", ErrExists, ks.Name)
@@ -180,7 +182,7 @@ func (c *Config) createKeyspace(ks Keyspace) error {
 func (c *Config) setKeyspaceSites(name string, sites []string) error {
 	ks, ok := c.Keyspaces[name]
 	if !ok {
-		return fmt.Errorf("%w: keyspace %q", ErrNotFound, name)
+		return fmt.Errorf("%w: keyspace %s", ErrNotFound, placement.QuoteKeyspace(name))
 	}
 	if name == DefaultKeyspace {
 		return fmt.Errorf("%w: the default keyspace lives on every site", ErrInvalid)

@@ -281,3 +281,33 @@ func TestLagCountsFromThePendingWrite(t *testing.T) {
 	}
 	s.Heal()
 }
+
+// TestCutOffSiteSaysItMayNotKnowAKeyspace: a keyspace created while a
+// site is cut off is unknown at that site; the error says that the site
+// has not heard from the others, so the keyspace may exist elsewhere,
+// rather than that there is no such keyspace.
+func TestCutOffSiteSaysItMayNotKnowAKeyspace(t *testing.T) {
+	s := NewSites(t, SitesOptions{Sites: []string{"s1", "s2", "s3"}, NodesPerSite: 1, Shards: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	s.Cut("s3")
+	if _, err := geoClient(t, s.Site("s2").Nodes[0]).CreateKeyspace(ctx, &adminv1.CreateKeyspaceRequest{Name: "carts", Shards: 2, Sites: []string{"s1", "s2"}}); err != nil {
+		t.Fatalf("create keyspace while s3 is cut off: %v", err)
+	}
+	n3 := s.Site("s3").Nodes[0]
+	g3 := geoClient(t, n3)
+	poll.Until(t, 30*time.Second, "the cut-off site to say it may not know the keyspace", func() error {
+		_, err := n3.KV.Put(ctx, &kvv1.PutRequest{Header: header("carts"), Key: []byte("k"), Value: []byte("v")})
+		if status.Code(err) != codes.NotFound {
+			return fmt.Errorf("put at s3: %v, want NotFound", err)
+		}
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, "has not reached site(s) s1, s2") || !strings.Contains(msg, "created at another site") {
+			return fmt.Errorf("put at s3: %q does not say that s3 may not have heard of the keyspace", msg)
+		}
+		_, err = g3.GetKeyspace(ctx, &adminv1.GetKeyspaceRequest{Name: "carts"})
+		if msg := status.Convert(err).Message(); status.Code(err) != codes.NotFound || !strings.Contains(msg, "has not reached site(s) s1, s2") {
+			return fmt.Errorf("keyspace show at s3: %v, want NotFound saying that s3 may not have heard of the keyspace", err)
+		}
+		return nil
+	})
+}

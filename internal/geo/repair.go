@@ -244,7 +244,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 	if keyspace != "" {
 		ks, ok := cfg.Keyspace(keyspace)
 		if !ok {
-			return fmt.Errorf("%w %q", router.ErrUnknownKeyspace, keyspace)
+			return fmt.Errorf("%w %s", router.ErrUnknownKeyspace, placement.QuoteKeyspace(keyspace))
 		}
 		if !ks.Holds(s.cfg.Site) {
 			return fmt.Errorf("keyspace %q is not held by site %s (held by %v)", keyspace, s.cfg.Site, ks.Sites)

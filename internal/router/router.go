@@ -71,6 +71,12 @@ type Config struct {
 	// (shard.Config.VersionRetention): a GetTxn snapshot older than it is
 	// refused with ErrSnapshotTooOld. Zero does not check.
 	VersionRetention time.Duration
+	// Unheard, if set, says why this node may not know every keyspace of
+	// the cluster (the other sites it cannot reach, a cluster
+	// configuration it cannot follow), or returns "" when it has no such
+	// reason. A request naming a keyspace the node does not know then
+	// fails saying that the keyspace may have been created elsewhere.
+	Unheard func() string
 }
 
 // DefaultMaxClockAhead is Config.MaxClockAhead's default.
@@ -165,7 +171,15 @@ func (r *Router) shardCount(keyspace string) (uint32, error) {
 	if sites, ok := ks.elsewhere[keyspace]; ok {
 		return 0, fmt.Errorf("%w: keyspace %q is held by sites %s, not by site %s", ErrKeyspaceElsewhere, keyspace, strings.Join(sites, ", "), r.cfg.Site)
 	}
-	return 0, fmt.Errorf("%w %q", ErrUnknownKeyspace, keyspace)
+	name := placement.QuoteKeyspace(keyspace)
+	if r.cfg.Unheard != nil {
+		if why := r.cfg.Unheard(); why != "" {
+			// A keyspace created at another site since the node last heard
+			// from the cluster is unknown here until it does.
+			return 0, fmt.Errorf("%w %s: site %s may not know every keyspace (%s); if it was created at another site, retry once this site reaches the others, or use a node of another site", ErrUnknownKeyspace, name, r.cfg.Site, why)
+		}
+	}
+	return 0, fmt.Errorf("%w %s", ErrUnknownKeyspace, name)
 }
 
 // Shard returns the shard of key.

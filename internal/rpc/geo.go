@@ -17,6 +17,9 @@ type GeoDeps struct {
 	// Chain reports replication towards other sites and runs
 	// anti-entropy (geo_chain.go).
 	Chain ChainStatus
+	// Unheard, if set, says why the node may not know every keyspace of
+	// the cluster, or returns "" (router.Config.Unheard).
+	Unheard func() string
 }
 
 // Geo implements adminv1.GeoServer: sites, keyspaces, anti-entropy and the

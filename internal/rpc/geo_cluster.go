@@ -10,6 +10,7 @@ import (
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/placement"
 )
 
 // ClusterConfig is the cluster-wide configuration as the Geo service
@@ -93,6 +94,13 @@ func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*
 		return nil, adminStatus(ErrNoClusterConfig)
 	}
 	cfg, _ := g.deps.Cluster.Config()
+	if _, ok := cfg.Keyspace(req.Name); !ok && g.deps.Unheard != nil {
+		if why := g.deps.Unheard(); why != "" {
+			// A keyspace created at another site since the node last heard
+			// from the cluster is unknown here until it does.
+			return nil, adminStatus(fmt.Errorf("%w: %s: site %s may not know every keyspace (%s); if it was created at another site, retry once this site reaches the others, or ask a node of another site", ErrNoKeyspace, placement.QuoteKeyspace(req.Name), g.deps.Site, why))
+		}
+	}
 	return keyspaceResponse(cfg, req.Name)
 }
 
@@ -142,7 +150,7 @@ func (g *Geo) checkRemovedSitesReachable(name string, sites []string) error {
 func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {
 	ks, ok := cfg.Keyspace(name)
 	if !ok {
-		return nil, adminStatus(fmt.Errorf("%w: %q", ErrNoKeyspace, name))
+		return nil, adminStatus(fmt.Errorf("%w: %s", ErrNoKeyspace, placement.QuoteKeyspace(name)))
 	}
 	return &adminv1.KeyspaceResponse{Keyspace: keyspaceProto(ks), ConfigVersion: cfg.Version}, nil
 }

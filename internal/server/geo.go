@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -27,6 +28,36 @@ func (s *Server) clusterConfig() (cluster.Config, <-chan struct{}) {
 	return cfg, changed
 }
 
+// unheard says why the node may not know every keyspace of the cluster
+// (router.Config.Unheard): the other sites it has not reached lately, or
+// no leader of the cluster configuration to follow. A keyspace created
+// at another site since reaches this site's copy of the configuration
+// only through that leader.
+func (s *Server) unheard() string {
+	var why []string
+	cfg, _ := s.clusterConfig()
+	if s.geo != nil {
+		var cut []string
+		for _, site := range cfg.SiteNames() {
+			if site == s.cfg.Site {
+				continue
+			}
+			if _, ok := s.geo.RTT(site); !ok {
+				cut = append(cut, site)
+			}
+		}
+		if len(cut) > 0 {
+			why = append(why, "it has not reached site(s) "+strings.Join(cut, ", ")+" lately")
+		}
+	}
+	if s.cfg.FixedCluster == nil && s.cluster != nil {
+		if id, _ := s.cluster.Leader(); id == "" {
+			why = append(why, "its node has no leader of the cluster configuration")
+		}
+	}
+	return strings.Join(why, ", and ")
+}
+
 // startGeo starts the chains of sites and registers their services: the
 // peer Chain service, the admin Geo service, and the durability waits of
 // SITES(n) and ALL writes.
@@ -39,7 +70,7 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 		s.updateMeta("the unreachable site count", func(m *membership.Meta) { m.Unreachable = uint8(min(n, 255)) })
 	})
 	peerv1.RegisterChainServer(s.peer, s.geo)
-	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults()}, m))
+	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults(), Unheard: s.unheard}, m))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.geoStop, s.geoDone = cancel, make(chan struct{})
 	go func() {

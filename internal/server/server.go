@@ -372,7 +372,7 @@ func (s *Server) Start() (err error) {
 		defer close(s.hostDone)
 		s.host.Run(hctx, s.catalog.Map)
 	}()
-	s.router = router.New(router.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, CausalWait: s.cfg.CausalWait, MoveWait: s.cfg.SessionMoveWait, VersionRetention: s.cfg.Shard.VersionRetention},
+	s.router = router.New(router.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, CausalWait: s.cfg.CausalWait, MoveWait: s.cfg.SessionMoveWait, VersionRetention: s.cfg.Shard.VersionRetention, Unheard: s.unheard},
 		keyspaces, s.host, s.catalog, s.pool, clock, s.log.With("component", "router"), router.NewMetrics(s.reg))
 
 	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits}
