@@ -153,7 +153,7 @@ func (s *Server) Fatal() <-chan struct{} { return s.fatal }
 // fail records the node's first fatal error.
 func (s *Server) fail(err error) {
 	s.fatalOnce.Do(func() {
-		s.fatalErr = err
+		s.fatalErr = diskFull(s.cfg.DataDir, err)
 		close(s.fatal)
 	})
 }
@@ -176,6 +176,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 func (s *Server) Start() (err error) {
 	defer func() {
 		if err != nil {
+			err = diskFull(s.cfg.DataDir, err)
 			s.Stop()
 		}
 	}()
