@@ -196,13 +196,44 @@ func (c *Client) SessionToken() []byte {
 	return c.mu.session.Encode()
 }
 
-// readHeader returns the request header of a read of keys: it carries only
-// the floors the server needs for them (see causal.Session.ForRead).
-func (c *Client) readHeader(keyspace string, keys ...[]byte) *kvv1.RequestHeader {
+// dest is the endpoint a request goes to: its index in Config.Endpoints,
+// and whether the caller pinned it with WithEndpoint.
+type dest struct {
+	ep     int
+	pinned bool
+}
+
+// at returns the dest of a request of o sent to endpoint ep.
+func (o callOptions) at(ep int) dest { return dest{ep: ep, pinned: o.endpoint != ""} }
+
+// movesLocked reports whether a request to to takes the session to a site
+// other than the one that served it last: to's node is of another site,
+// or, for a pinned endpoint, of a site not known yet. That site first
+// waits until it holds the session's causal past (router.Arrive): given
+// the whole session, only for the versions the session observed; given a
+// part, for every other site's writes up to the session's newest
+// timestamp, which takes the other sites' heartbeats and cannot end while
+// any site is cut off from it. So such a request carries the whole
+// session. (REQUIRES: c.mu.)
+func (c *Client) movesLocked(to dest) bool {
+	last := c.mu.session.Site
+	if last == "" || to.ep < 0 || to.ep >= len(c.sites) {
+		return false
+	}
+	if s := c.sites[to.ep].Load(); s != nil {
+		return *s != last
+	}
+	return to.pinned
+}
+
+// readHeader returns the request header of a read of keys sent to to: it
+// carries only the floors the server needs for them (see
+// causal.Session.ForRead), or the whole session when it moves.
+func (c *Client) readHeader(keyspace string, to dest, keys ...[]byte) *kvv1.RequestHeader {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sess := c.mu.session
-	if c.fullNext.Swap(false) {
+	if c.fullNext.Swap(false) || c.movesLocked(to) {
 		return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.fullToken()}
 	}
 	// Keys without a floor of their own all get the same part (MaxHLC,
@@ -248,10 +279,11 @@ type readTokCache struct {
 	tok             []byte
 }
 
-// scanHeader returns the request header of a scan of [start, end).
-func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHeader {
+// scanHeader returns the request header of a scan of [start, end) sent
+// to to.
+func (c *Client) scanHeader(keyspace string, to dest, start, end []byte) *kvv1.RequestHeader {
 	c.mu.Lock()
-	if c.fullNext.Swap(false) {
+	if c.fullNext.Swap(false) || c.movesLocked(to) {
 		defer c.mu.Unlock()
 		return &kvv1.RequestHeader{Keyspace: keyspace, Session: c.fullToken()}
 	}
@@ -263,11 +295,12 @@ func (c *Client) scanHeader(keyspace string, start, end []byte) *kvv1.RequestHea
 // writeHeader returns the request header of a mutation: it carries the
 // largest HLC the session saw, which the new version will exceed, and the
 // session's dependencies, which the write will carry to other sites. It
-// also returns that part, for writeDone.
-func (c *Client) writeHeader(keyspace string) (*kvv1.RequestHeader, *causal.Session) {
+// also returns that part, for writeDone. A write that takes the session
+// to another site (to) carries the whole session.
+func (c *Client) writeHeader(keyspace string, to dest) (*kvv1.RequestHeader, *causal.Session) {
 	c.mu.Lock()
 	var part *causal.Session
-	if c.fullNext.Swap(false) {
+	if c.fullNext.Swap(false) || c.movesLocked(to) {
 		part = c.mu.session.Clone()
 		part.Partial = false
 	} else {
@@ -564,12 +597,14 @@ type routeKey struct {
 // fails in a retryable way, the attempt (and the rest of the call) goes to
 // the current endpoint instead, which forwards as needed.
 // A nil rk never routes.
-func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call func(ctx context.Context, kv kvv1.KVClient) (*kvv1.ResponseHeader, error)) error {
+func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call func(ctx context.Context, kv kvv1.KVClient, to dest) (*kvv1.ResponseHeader, error)) error {
 	routed := c.routes != nil && o.endpoint == "" && rk != nil
 	return c.invoke(ctx, o, func(ctx context.Context, ep int) error {
 		if routed {
+			// The routes name the leaders of the site of the current
+			// endpoint, ep.
 			if kv, sh, _ := c.routes.leaderFor(rk.keyspace, rk.key, c.fetchRoutes); kv != nil {
-				h, err := call(ctx, kv)
+				h, err := call(ctx, kv, o.at(ep))
 				if err == nil {
 					if rk.learn {
 						c.routes.learn(rk.keyspace, rk.key, h.GetNodeId(), c.fetchRoutes)
@@ -584,7 +619,7 @@ func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call
 				c.routes.invalidate(sh, c.fetchRoutes)
 			}
 		}
-		h, err := call(ctx, c.kv[ep])
+		h, err := call(ctx, c.kv[ep], o.at(ep))
 		if err == nil {
 			c.noteSite(ep, h.GetSite())
 		}

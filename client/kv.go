@@ -31,8 +31,8 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 	req := &kvv1.PutRequest{Key: key, Value: value, Options: c.writeOptions(o)}
 	var resp *kvv1.PutResponse
 	var sent *causal.Session
-	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header, sent = c.writeHeader(o.keyspace)
+	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
+		req.Header, sent = c.writeHeader(o.keyspace, to)
 		resp, err = kv.Put(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -51,8 +51,8 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, err
 	o := c.options(opts)
 	req := &kvv1.GetRequest{Key: key, Consistency: o.protoConsistency()}
 	var resp *kvv1.GetResponse
-	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header = c.readHeader(o.keyspace, key)
+	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
+		req.Header = c.readHeader(o.keyspace, to, key)
 		resp, err = kv.Get(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -72,8 +72,8 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 	req := &kvv1.DeleteRequest{Key: key, Options: c.writeOptions(o)}
 	var resp *kvv1.DeleteResponse
 	var sent *causal.Session
-	err = c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header, sent = c.writeHeader(o.keyspace)
+	err = c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
+		req.Header, sent = c.writeHeader(o.keyspace, to)
 		resp, err = kv.Delete(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -93,8 +93,11 @@ func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...Option) ([
 	req := &kvv1.BatchGetRequest{Keys: keys, Consistency: o.protoConsistency()}
 	var resp *kvv1.BatchGetResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.readHeader(o.keyspace, keys...)
+		req.Header = c.readHeader(o.keyspace, o.at(ep), keys...)
 		resp, err = c.kv[ep].BatchGet(ctx, req)
+		if err == nil {
+			c.noteSite(ep, resp.GetHeader().GetSite())
+		}
 		return err
 	})
 	if err != nil {
@@ -120,8 +123,11 @@ func (c *Client) GetTxnAt(ctx context.Context, keys [][]byte, opts ...Option) ([
 	req := &kvv1.GetTxnRequest{Keys: keys}
 	var resp *kvv1.GetTxnResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.readHeader(o.keyspace, keys...)
+		req.Header = c.readHeader(o.keyspace, o.at(ep), keys...)
 		resp, err = c.kv[ep].GetTxn(ctx, req)
+		if err == nil {
+			c.noteSite(ep, resp.GetHeader().GetSite())
+		}
 		return err
 	})
 	if err != nil {
@@ -183,8 +189,11 @@ func (c *Client) Scan(ctx context.Context, so ScanOptions, opts ...Option) (Scan
 	}
 	var resp *kvv1.ScanResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
-		req.Header = c.scanHeader(o.keyspace, start, end)
+		req.Header = c.scanHeader(o.keyspace, o.at(ep), start, end)
 		resp, err = c.kv[ep].Scan(ctx, req)
+		if err == nil {
+			c.noteSite(ep, resp.GetHeader().GetSite())
+		}
 		return err
 	})
 	if err != nil {
@@ -279,8 +288,8 @@ func (c *Client) cas(ctx context.Context, key []byte, expect Expect, value []byt
 	}
 	var resp *kvv1.CompareAndSwapResponse
 	var sent *causal.Session
-	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header, sent = c.writeHeader(o.keyspace)
+	err := c.invokeKV(ctx, o, &routeKey{o.keyspace, key, true}, func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
+		req.Header, sent = c.writeHeader(o.keyspace, to)
 		resp, err = kv.CompareAndSwap(ctx, req)
 		return resp.GetHeader(), err
 	})
@@ -316,8 +325,8 @@ func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Opt
 	}
 	req := &kvv1.HistoryRequest{Key: key, Limit: uint32(min(limit, 1<<32-1)), Consistency: o.protoConsistency()}
 	var resp *kvv1.HistoryResponse
-	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient) (_ *kvv1.ResponseHeader, err error) {
-		req.Header = c.readHeader(o.keyspace, key)
+	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
+		req.Header = c.readHeader(o.keyspace, to, key)
 		resp, err = kv.History(ctx, req)
 		return resp.GetHeader(), err
 	})

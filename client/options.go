@@ -82,7 +82,10 @@ func WithMinSites(n int) Option {
 
 // WithEndpoint sends the call to one of Config.Endpoints only, without
 // failover to the others (retries still apply). It is meant for per-node
-// calls such as Status and Snapshot.
+// calls such as Status and Snapshot. A data call to a node of another
+// site than the one that served the session last carries the whole
+// session, as after a failover, so that the site checks only what the
+// session observed.
 func WithEndpoint(addr string) Option {
 	return func(o *callOptions) { o.endpoint = addr }
 }

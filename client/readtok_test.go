@@ -20,7 +20,7 @@ func TestReadHeaderCache(t *testing.T) {
 	}
 	check := func(step string) []byte {
 		t.Helper()
-		got := c.readHeader("default", []byte("x")).Session
+		got := c.readHeader("default", dest{}, []byte("x")).Session
 		if w := want(); !bytes.Equal(got, w) {
 			t.Fatalf("%s: read token %x, want %x", step, got, w)
 		}
@@ -73,7 +73,7 @@ func TestReadHeaderCache(t *testing.T) {
 	c.mu.Lock()
 	c.mu.session.ObserveShard("default", []byte("x"), 1, causal.Version{HLC: 10_000, Site: "s"})
 	c.mu.Unlock()
-	own := c.readHeader("default", []byte("x")).Session
+	own := c.readHeader("default", dest{}, []byte("x")).Session
 	c.mu.Lock()
 	w := c.mu.session.ForRead("default", [][]byte{[]byte("x")}, nil).Encode()
 	c.mu.Unlock()

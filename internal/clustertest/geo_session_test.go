@@ -372,3 +372,58 @@ func TestClientRetriesAWriteAtItsSite(t *testing.T) {
 		})
 	}
 }
+
+// TestClientMovesWithItsWholeSession: a Go client's session moves between
+// sites by the calls its caller pins to an endpoint of another site
+// (WithEndpoint) and back, while a third site is cut off from both. The
+// site it moves to has every version the session observed, but it was
+// sent only the part of the session the call needed, so it waited for
+// every other site's writes up to the session's newest timestamp, the
+// cut-off site's too, and refused the call (UNAVAILABLE) after the move
+// wait. The client sends the whole session with a call that moves it, and
+// the site checks only what the session observed.
+func TestClientMovesWithItsWholeSession(t *testing.T) {
+	t.Parallel()
+	fs := startFixedSites(t, threeSites, fixedOptions{Shards: 2, Mutate: func(_ string, cfg *server.Config) {
+		cfg.SessionMoveWait = 2 * time.Second
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s1, s2 := fs.Sites["s1"].Nodes[0].Srv.ClientAddr(), fs.Sites["s2"].Nodes[0].Srv.ClientAddr()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{s1, s2}
+	cfg.MaxRetries = 1
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fs.Net.PartitionSites("s3", "s1")
+	fs.Net.PartitionSites("s3", "s2")
+	for round := range 3 {
+		a, b := fmt.Appendf(nil, "whole/%d/a", round), fmt.Appendf(nil, "whole/%d/b", round)
+		if _, err := c.Put(ctx, a, a); err != nil {
+			t.Fatalf("round %d: put at s1: %v", round, err)
+		}
+		it, err := c.Get(ctx, a, client.WithEndpoint(s2))
+		if err != nil {
+			t.Fatalf("round %d: the session wrote %s at s1 and moved to s2 (s3 cut off from both): %v", round, a, err)
+		}
+		if !it.Found || string(it.Value) != string(a) {
+			t.Fatalf("round %d: the session wrote %s at s1 and read %q (found %v) at s2", round, a, it.Value, it.Found)
+		}
+		if _, err := c.Put(ctx, b, b, client.WithEndpoint(s2)); err != nil {
+			t.Fatalf("round %d: put at s2: %v", round, err)
+		}
+		// Back to its first endpoint, at s1, unpinned.
+		items, err := c.GetTxn(ctx, [][]byte{a, b})
+		if err != nil {
+			t.Fatalf("round %d: the session wrote %s at s2 and moved back to s1: %v", round, b, err)
+		}
+		for _, it := range items {
+			if !it.Found || string(it.Value) != string(it.Key) {
+				t.Fatalf("round %d: GetTxn at s1 after writing at s2: %s = %q (found %v)", round, it.Key, it.Value, it.Found)
+			}
+		}
+	}
+}

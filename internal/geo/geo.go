@@ -32,7 +32,8 @@ type Config struct {
 	CloseEvery time.Duration
 	// SkipAfter: a successor site unreachable for this long is skipped.
 	SkipAfter time.Duration
-	// CallTimeout bounds one call to another site.
+	// CallTimeout bounds one call to a node of another site (a call to a
+	// site tries its nodes in turn, each for up to CallTimeout).
 	CallTimeout time.Duration
 	// PingEvery: every remote site is pinged this often (round trip,
 	// whether a skipped site is back).
