@@ -214,8 +214,9 @@ const (
 	// records cut off its end were acknowledged (internal/wal).
 	WALLength
 	// LeaderHandOff makes a stopping node transfer the leadership of the
-	// shards it leads before it closes them (server.Stop); off, they
-	// take no write until an election timeout has passed.
+	// shards, the site catalog and the cluster group it leads before it
+	// closes them (server.Stop); off, they have no leader until an
+	// election timeout has passed.
 	LeaderHandOff
 )
 
