@@ -115,19 +115,7 @@ func TestDamagedStateIsRebuilt(t *testing.T) {
 	n.srv.Stop()
 
 	path := filepath.Join(dir, stateFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const page = 4096
-	for p := 2; p < min(len(b)/page, 4096); p++ {
-		for i := range 16 {
-			b[p*page+i] = 0xA5
-		}
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	damagePages(t, path)
 	n2 := start(t, cfg) // same boot: a process restart
 	for i := 0; i < 300; i++ {
 		if g := n2.getStrong(t, fmt.Sprintf("k%03d", i)); string(g.Value) != fmt.Sprint("v", i) {
@@ -469,5 +457,25 @@ func TestEmptyRaftFileIsRefused(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
 		t.Fatalf("raft.db changed: %v, %v", fi, err)
+	}
+}
+
+// damagePages overwrites the first 16 bytes of every page of the bbolt
+// file at path from the third on (the meta pages stay valid): opening it
+// fails, and kvd moves it aside and rebuilds it.
+func damagePages(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	for p := 2; p < min(len(b)/page, 4096); p++ {
+		for i := range 16 {
+			b[p*page+i] = 0xA5
+		}
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -112,19 +112,7 @@ func TestFullDiskStartSaysWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, stateFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const page = 4096
-	for p := 2; p < min(len(b)/page, 4096); p++ {
-		for i := range 16 {
-			b[p*page+i] = 0xA5
-		}
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	damagePages(t, path)
 	n2 := start(t, cfg)
 	n2.srv.Stop()
 	if _, err := os.Stat(path + damagedSuffix); err != nil {
