@@ -178,7 +178,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.endpoints, "endpoints", endpoints, "comma-separated client addresses of Causeway nodes (env "+EnvEndpoints+")")
 	pf.StringVar(&a.keyspace, "keyspace", client.DefaultKeyspace, "keyspace of data commands")
 	pf.StringVarP(&a.output, "output", "o", formatText, "output format: text or json")
-	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "deadline of the whole command, retries included (0: none)")
+	pf.DurationVar(&a.timeout, "timeout", 10*time.Second, "deadline of the whole command, retries included (0: none); 10 s outlasts an election after a leader crashes")
 	pf.StringVar(&a.sessionFile, "session-file", a.defaultSessionFile(), `file holding the causal session token; "" or "none" disables it (env `+EnvSessionFile+")")
 
 	root.AddCommand(
