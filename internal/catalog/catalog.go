@@ -280,6 +280,7 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
 		return nil, fmt.Errorf("catalog: start raft: %w", err)
 	}
+	snaps.ReplaceWith(c.raft)
 	if fenced {
 		gt.OnNewerGeneration(c.newerGeneration)
 	}

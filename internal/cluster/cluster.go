@@ -186,6 +186,7 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	if c.raft, err = raft.NewRaft(rc, c.fsm, store, store, snaps, deps.Transport); err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+	snaps.ReplaceWith(c.raft)
 	c.wg.Add(1)
 	go c.leaderLoop()
 	if ht := (raftutil.Timings{HeartbeatTimeout: opts.HeartbeatTimeout, ElectionTimeout: opts.ElectionTimeout, LeaderHeartbeatTimeout: opts.LeaderHeartbeatTimeout}); ht.Slow() {

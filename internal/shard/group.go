@@ -289,6 +289,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		return nil, fmt.Errorf("shard %s: start raft: %w", id, err)
 	}
 	g.raft = r
+	snaps.ReplaceWith(r)
 	started.Store(r)
 	g.running.Store(true)
 	if g.Failure() != nil { // the log failed before running was set

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -65,6 +66,11 @@ type Store struct {
 	sync   bool
 	now    func() time.Time
 	log    *slog.Logger
+
+	// replace takes a new snapshot when Open finds the newest damaged
+	// (SetReplace); replacing is set while one runs.
+	replace   atomic.Pointer[func() error]
+	replacing atomic.Bool
 }
 
 var _ raft.SnapshotStore = (*Store)(nil)
@@ -247,9 +253,53 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	}
 	if n != m.Size || !bytes.Equal(h.Sum(nil), m.CRC) {
 		_ = f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: state has %d bytes and CRC %x; meta.json says %d and %x", ErrCorrupt, path, n, h.Sum(nil), m.Size, m.CRC)
+		err := fmt.Errorf("%w: %s: state has %d bytes and CRC %x; meta.json says %d and %x", ErrCorrupt, path, n, h.Sum(nil), m.Size, m.CRC)
+		s.replaceDamaged(id, err)
+		return nil, nil, err
 	}
 	return &m.SnapshotMeta, &reader{Reader: bufio.NewReaderSize(io.NewSectionReader(f, 0, n), 1<<16), f: f}, nil
+}
+
+// SetReplace sets how the store gets a new snapshot to replace a damaged
+// one: a raft group's own snapshot (raft.Raft.Snapshot), which writes the
+// group's current state as the newest snapshot. Without it a leader whose
+// newest snapshot was damaged on disk could never send one again: every
+// attempt to bring a new or lagging replica up to date failed on the same
+// file, until enough writes made raft take another snapshot, which on an
+// idle group is never (TestDamagedSnapshotIsReplaced, internal/clustertest).
+func (s *Store) SetReplace(take func() error) {
+	s.replace.Store(&take)
+}
+
+// ReplaceWith is SetReplace with the snapshot of group r.
+func (s *Store) ReplaceWith(r *raft.Raft) {
+	s.SetReplace(func() error {
+		if err := r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return err
+		}
+		return nil
+	})
+}
+
+// replaceDamaged takes a new snapshot in the background after Open found
+// snapshot id damaged, once at a time. The damaged one stays until the
+// store's retention removes it; the new one is listed first (same term and
+// index, a later name).
+func (s *Store) replaceDamaged(id string, damage error) {
+	take := s.replace.Load()
+	if take == nil || !s.replacing.CompareAndSwap(false, true) {
+		s.log.Error("snapshot is damaged", "id", id, "err", damage)
+		return
+	}
+	s.log.Error("snapshot is damaged; taking a new one from the current state to replace it", "id", id, "err", damage)
+	go func() {
+		defer s.replacing.Store(false)
+		if err := (*take)(); err != nil {
+			s.log.Error("could not replace the damaged snapshot", "id", id, "err", err)
+			return
+		}
+		s.log.Info("replaced the damaged snapshot", "id", id)
+	}()
 }
 
 type reader struct {
