@@ -4,10 +4,13 @@
 #   scripts/compose.sh up       start it (image causeway/kvd:dev: make image)
 #                               and wait until every node is healthy
 #   scripts/compose.sh down     stop it and delete its volumes
-#   scripts/compose.sh status   each node's health
+#   scripts/compose.sh status   each node's health, and whether it is on
+#                               the network between sites at its address
 #
 # Environment: COMPOSE_READY_TIMEOUT (seconds, default 180),
-# COMPOSE_PROFILES=monitoring to add Prometheus and Grafana.
+# COMPOSE_PROFILES=monitoring to add Prometheus and Grafana (when their
+# images are neither here nor can be pulled, up says so and starts the
+# kvd nodes without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +18,9 @@ PROJECT=causeway
 FILE=deploy/docker-compose.yml
 TIMEOUT=${COMPOSE_READY_TIMEOUT:-180}
 NODES=(s1-n1 s1-n2 s1-n3 s2-n1 s2-n2 s2-n3 s3-n1 s3-n2 s3-n3)
+# The images of the monitoring profile (deploy/docker-compose.yml).
+MONITORING_IMAGES=(prom/prometheus:latest grafana/grafana:latest)
+PULL_TIMEOUT=${COMPOSE_PULL_TIMEOUT:-120}
 
 die() {
 	echo "compose: $*" >&2
@@ -40,12 +46,59 @@ health() {
 	echo "$s"
 }
 
+# wan_addr NODE prints the node's address on the network between sites
+# as deploy/docker-compose.yml gives it: 172.28.100.<site><node>.
+wan_addr() {
+	local n=$1
+	echo "172.28.100.${n:1:1}${n:4:1}"
+}
+
+# wan_note NODE prints why a running node cannot be reached by the other
+# sites, or nothing: the other sites reach it at its --cluster-peer-addr,
+# the compose file's address, which `docker network connect` without --ip
+# does not give back.
+wan_note() {
+	local n=$1 want got
+	want=$(wan_addr "$n")
+	got=$(docker inspect -f '{{if .State.Running}}{{with index .NetworkSettings.Networks "causeway_wan"}}{{.IPAddress}}{{else}}none{{end}}{{end}}' "causeway-$n" 2>/dev/null) || return 0
+	case $got in
+	"" | "$want") ;;
+	none) printf '\tcut off from the other sites (not on causeway_wan): docker network connect --ip %s causeway_wan causeway-%s' "$want" "$n" ;;
+	*) printf '\tunreachable by the other sites: on causeway_wan at %s, not %s (its --cluster-peer-addr): docker network disconnect causeway_wan causeway-%s; docker network connect --ip %s causeway_wan causeway-%s' "$got" "$want" "$n" "$want" "$n" ;;
+	esac
+}
+
 status() {
-	for n in "${NODES[@]}"; do printf '%s\t%s\n' "$n" "$(health "$n")"; done
+	for n in "${NODES[@]}"; do printf '%s\t%s%s\n' "$n" "$(health "$n")" "$(wan_note "$n")"; done
+}
+
+# monitoring makes sure the images of the monitoring profile are here when
+# COMPOSE_PROFILES names it, pulling them; when one cannot be had, it says
+# why and drops the profile, so that the kvd nodes start without
+# Prometheus and Grafana instead of not at all.
+monitoring() {
+	[[ ,${COMPOSE_PROFILES:-}, == *,monitoring,* ]] || return 0
+	local img out p
+	for img in "${MONITORING_IMAGES[@]}"; do
+		docker image inspect "$img" >/dev/null 2>&1 && continue
+		echo "compose: pulling $img (monitoring profile)"
+		if ! out=$(timeout "$PULL_TIMEOUT" docker pull "$img" 2>&1); then
+			[[ -n $out ]] || out="no answer within ${PULL_TIMEOUT}s"
+			echo "compose: cannot pull $img: $(tail -n 1 <<<"$out")" >&2
+			echo "compose: starting the kvd nodes without Prometheus and Grafana (make dashboards checks the dashboards without any image)" >&2
+			p=",$COMPOSE_PROFILES,"
+			p=${p//,monitoring,/,}
+			p=${p#,}
+			p=${p%,}
+			if [[ -n $p ]]; then export COMPOSE_PROFILES=$p; else unset COMPOSE_PROFILES; fi
+			return 0
+		fi
+	done
 }
 
 up() {
 	docker image inspect causeway/kvd:dev >/dev/null 2>&1 || die "no image causeway/kvd:dev: run make image first"
+	monitoring
 	compose up -d
 	local deadline=$((SECONDS + TIMEOUT)) healthy=0 last=-1
 	while ((SECONDS < deadline)); do

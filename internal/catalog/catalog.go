@@ -1230,12 +1230,21 @@ func (c *Catalog) recoverAlone(store storage.GroupStore, snaps raft.SnapshotStor
 			others = append(others, string(s.ID))
 		}
 	}
+	selfVoter := slices.ContainsFunc(cur.Servers, func(s raft.Server) bool { return s.ID == self && s.Suffrage == raft.Voter })
+	if selfVoter && len(voters) == 0 {
+		// The catalog grew back after a recovery with non-voters only
+		// (a site of two nodes): this node alone is its quorum. Giving
+		// the non-voters up would gain nothing.
+		c.log.Warn("--recover-catalog: this node already is the only voter of the site catalog; nothing to do (remove the flag)",
+			"lost", c.cfg.RecoverLost, "non_voters", others, "generation", gen)
+		return gen, nil
+	}
 	named := slices.Clone(c.cfg.RecoverLost)
 	sort.Strings(voters)
 	sort.Strings(named)
-	if !slices.Equal(voters, slices.Compact(named)) {
-		return 0, fmt.Errorf("catalog: --recover-catalog names %v as the lost voters, but the other voters of this node's catalog configuration are %v (the whole configuration: %v, log up to index %d); name exactly those",
-			named, voters, cur.Servers, last)
+	named = slices.Compact(named)
+	if !slices.Equal(voters, named) {
+		return 0, recoverCatalogMismatch(named, voters, cur.Servers, last)
 	}
 	res, err := recovery.Alone(store, store, snaps, self, addr, recovery.Options{Lost: append(voters, others...), Force: true})
 	if err != nil {
@@ -1249,6 +1258,52 @@ func (c *Catalog) recoverAlone(store storage.GroupStore, snaps raft.SnapshotStor
 		"and the lost voters must never return with their data (they are refused and stop if they do)",
 		"lost_voters", voters, "dropped_non_voters", others, "previous", res.Previous.Servers, "index", res.Index, "term", res.Term, "generation", gen)
 	return gen, nil
+}
+
+// recoverCatalogMismatch is the error of a --recover-catalog whose list is
+// not the catalog's other voters. It must not read as advice to name
+// voters that may well run: a catalog that grew back after a recovery has
+// new voters, and a start repeated with the old flag names the voters
+// that recovery gave up.
+func recoverCatalogMismatch(named, voters []string, servers []raft.Server, last uint64) error {
+	var notVoters, unnamed []string
+	for _, id := range named {
+		if !slices.Contains(voters, id) {
+			notVoters = append(notVoters, id)
+		}
+	}
+	for _, id := range voters {
+		if !slices.Contains(named, id) {
+			unnamed = append(unnamed, id)
+		}
+	}
+	var why string
+	if len(notVoters) > 0 {
+		why = fmt.Sprintf("%s %s not among the voters of this node's catalog configuration (a misspelt id, a recovery that gave them up already, or a catalog that grew back since)",
+			strings.Join(notVoters, ", "), isAre(len(notVoters)))
+	} else {
+		why = fmt.Sprintf("the catalog's other voters include %s too, and a recovery gives up every other voter", strings.Join(unnamed, ", "))
+	}
+	return fmt.Errorf("catalog: --recover-catalog names %s as the lost voters, but %s; refusing to start, nothing changed. "+
+		"The other voters of this node's catalog configuration are %s (the whole configuration: %v, log up to index %d). "+
+		"If a majority of the voters run, the catalog has its quorum and there is nothing to recover: start kvd without --recover-catalog. "+
+		"Only if every one of them is lost for good, name exactly those (see \"Recovering a shard or the catalog after losing a quorum\" in docs/operations.md)",
+		strings.Join(named, ", "), why, orNone(voters), servers, last)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// orNone joins ids, or says none.
+func orNone(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
 }
 
 // newerGeneration is called by the transport when a replica of a newer

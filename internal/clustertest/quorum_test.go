@@ -563,3 +563,79 @@ func TestDryRunAfterTheCatalogRecoveryReportsWhatTheSurvivorCommitted(t *testing
 		t.Errorf("the dry run says every write could be lost:\n%s", out)
 	}
 }
+
+// TestRecoverCatalogRepeatedAfterItGrewBack: an operator starts the
+// survivor with --recover-catalog again, with the same lost voters, after
+// the catalog grew back. While the survivor is the catalog's only voter
+// (a new node follows it without a vote) the start goes on and changes
+// nothing; it was refused, telling the operator to name an empty list.
+// Once the catalog has other voters again, the start is refused with a
+// message that says there is nothing to recover, rather than to name the
+// running voters as lost, and nothing changes.
+func TestRecoverCatalogRepeatedAfterItGrewBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	c := New(t, 3, func(cfg *server.Config) { cfg.Shards = 4 }) // the catalog is what counts here
+	n1 := c.Node("n1")
+	lost := catalogVoters(t, n1)
+	if len(lost) != 2 {
+		t.Fatalf("catalog voters besides n1: %v, want two", lost)
+	}
+	lose(c, c.Node("n2"), c.Node("n3"))
+	recoverCatalog(t, c, n1, lost)
+
+	n4 := c.Add()
+	poll.Until(t, time.Minute, "n4 follows the recovered catalog", func() error {
+		if id, _ := n4.Srv.Catalog().Leader(); id != "n1" || n4.Srv.Catalog().Generation() != 1 {
+			return fmt.Errorf("n4's catalog leader %q, generation %d", id, n4.Srv.Catalog().Generation())
+		}
+		return nil
+	})
+	if others := catalogVoters(t, n1); len(others) != 0 {
+		t.Fatalf("catalog voters besides n1 on a site of two nodes: %v, want none", others)
+	}
+
+	// The same start again: n1 is the only voter, nothing to recover.
+	recoverCatalog(t, c, n1, lost)
+	poll.Until(t, time.Minute, "n4 follows n1's catalog again", func() error {
+		if id, _ := n4.Srv.Catalog().Leader(); id != "n1" {
+			return fmt.Errorf("n4's catalog leader %q", id)
+		}
+		return nil
+	})
+
+	// A third node: the catalog has three voters again.
+	c.Add()
+	poll.Until(t, 2*time.Minute, "the catalog has three voters", func() error {
+		if others := catalogVoters(t, n1); len(others) != 2 {
+			return fmt.Errorf("catalog voters besides n1: %v", others)
+		}
+		return nil
+	})
+	c.Stop(n1)
+	cfg := n1.Cfg
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.RecoverCatalog = lost
+	srv, err := server.New(cfg, c.logger().With("test_node", "n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	if err == nil {
+		srv.Stop()
+		t.Fatal("n1 started with --recover-catalog naming voters the catalog no longer has, while it has a quorum")
+	}
+	for _, want := range []string{"n2, n3 are not among the voters", "start kvd without --recover-catalog", "refusing to start, nothing changed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	c.Restart(n1, nil)
+	poll.Until(t, time.Minute, "n1 follows the catalog of generation 1", func() error {
+		if id, _ := n1.Srv.Catalog().Leader(); id == "" || n1.Srv.Catalog().Generation() != 1 {
+			return fmt.Errorf("n1's catalog leader %q, generation %d", id, n1.Srv.Catalog().Generation())
+		}
+		return nil
+	})
+}

@@ -220,12 +220,21 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	if err != nil {
 		return nil, err
 	}
-	g, addr, err := r.readTarget(ctx, c, sh, key, cons)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		return r.remoteGet(ctx, c, sh, addr, key, cons)
+	var g *shard.Group
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		var addr string
+		g, addr, err = r.readTarget(ctx, c, sh, key, cons)
+		if err != nil {
+			return nil, err
+		}
+		if addr == "" {
+			break
+		}
+		item, err := r.remoteGet(ctx, c, sh, addr, key, cons)
+		if !r.retryForward(ctx, addr, err, deadline) {
+			return item, err
+		}
 	}
 	var rec storage.Record
 	var found bool
@@ -291,26 +300,21 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, co
 	if err != nil {
 		return nil, err
 	}
-	g, addr, err := r.readTarget(ctx, c, sh, key, cons)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		kv, err := r.pool.KV(addr)
+	var g *shard.Group
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		var addr string
+		g, addr, err = r.readTarget(ctx, c, sh, key, cons)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := kv.History(forwardCtx(ctx), &kvv1.HistoryRequest{
-			Header: &kvv1.RequestHeader{Keyspace: c.Keyspace, Session: c.Session.ForRead(c.Keyspace, [][]byte{key}, shardIs(sh)).Encode()},
-			Key:    key, Limit: uint32(limit), Consistency: cons,
-		})
-		if err != nil {
-			return nil, RemoteErr(err)
+		if addr == "" {
+			break
 		}
-		if err := mergeSession(c, resp.Header); err != nil {
-			return nil, err
+		versions, err := r.remoteHistory(ctx, c, sh, addr, key, limit, cons)
+		if !r.retryForward(ctx, addr, err, deadline) {
+			return versions, err
 		}
-		return resp.Versions, nil
 	}
 	var recs []storage.Record
 	if err := g.Read(func(st *storage.ShardTx) error {
@@ -330,6 +334,41 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, co
 	return out, nil
 }
 
+// remoteHistory reads the versions of key on another node.
+func (r *Router) remoteHistory(ctx context.Context, c *Call, sh placement.Shard, addr string, key []byte, limit int, cons kvv1.Consistency) ([]*kvv1.VersionedValue, error) {
+	kv, err := r.pool.KV(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kv.History(forwardCtx(ctx), &kvv1.HistoryRequest{
+		Header: &kvv1.RequestHeader{Keyspace: c.Keyspace, Session: c.Session.ForRead(c.Keyspace, [][]byte{key}, shardIs(sh)).Encode()},
+		Key:    key, Limit: uint32(limit), Consistency: cons,
+	})
+	if err != nil {
+		return nil, RemoteErr(err)
+	}
+	if err := mergeSession(c, resp.Header); err != nil {
+		return nil, err
+	}
+	return resp.Versions, nil
+}
+
+// retryForward reports whether a read forwarded to addr that failed with
+// err is routed again: when the node there did not answer (it died, or
+// just lost the leadership) and there is time left before deadline. A
+// shard's followers name a leader that died until they elect another (2
+// to 6 s with the default timings), so a STRONG read through one of them
+// waits for the election, as a write does (OnLeader), rather than fail
+// with the dead leader's connection error; a CAUSAL read asks another
+// replica. Only the node the client called retries (hop 0).
+func (r *Router) retryForward(ctx context.Context, addr string, err error, deadline time.Time) bool {
+	if err == nil || !unavailable(err) {
+		return false
+	}
+	r.markUnanswered(addr)
+	return hopsIn(ctx) == 0 && retryBefore(ctx, deadline)
+}
+
 // ScanRange is a validated scan of one shard: keys in [Start, End) (nil
 // End: unbounded), at most Limit of them.
 type ScanRange struct {
@@ -337,39 +376,53 @@ type ScanRange struct {
 	Limit      int
 }
 
-// ScanShard scans one shard here or on the node chosen for it.
+// ScanShard scans one shard here or on the node chosen for it; a node
+// that does not answer is replaced by another choice (retryForward).
 func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr ScanRange, keysOnly bool, cons kvv1.Consistency) ([]storage.Record, bool, error) {
-	var g *shard.Group
-	var addr string
-	var err error
-	strong := cons == kvv1.Consistency_CONSISTENCY_STRONG
-	if strong {
-		g, addr, err = r.strongTarget(ctx, sh)
-	} else {
-		// The replica must have applied the shard's floor and the floors of
-		// the keys of this shard inside the range.
-		floors := r.readFloors(c, sh, nil, sr.Start, sr.End)
-		if local := r.Local(sh); len(floors) > 0 && (local == nil || local.Corrupt()) {
-			// A shard scan on another node carries no floor: read it on
-			// the leader after a read barrier, which is at least as new.
-			strong = true
-			g, addr, err = r.strongTarget(ctx, sh)
-		} else {
-			g, addr, err = r.causalTarget(ctx, sh, floors)
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		g, addr, strong, err := r.scanTarget(ctx, c, sh, sr, cons)
+		if err != nil {
+			return nil, false, err
+		}
+		if addr == "" {
+			var recs []storage.Record
+			var more bool
+			err := g.Read(func(st *storage.ShardTx) (err error) {
+				recs, more, err = st.ScanBytes(sr.Start, sr.End, sr.Limit, storage.MaxScanPageBytes, keysOnly)
+				return err
+			})
+			return recs, more, err
+		}
+		recs, more, err := r.remoteScanShard(ctx, sh, addr, sr, keysOnly, strong)
+		if !r.retryForward(ctx, addr, err, deadline) {
+			return recs, more, err
 		}
 	}
-	if err != nil {
-		return nil, false, err
+}
+
+// scanTarget chooses where a scan of sh is served, and whether it is
+// served as STRONG.
+func (r *Router) scanTarget(ctx context.Context, c *Call, sh placement.Shard, sr ScanRange, cons kvv1.Consistency) (*shard.Group, string, bool, error) {
+	if cons == kvv1.Consistency_CONSISTENCY_STRONG {
+		g, addr, err := r.strongTarget(ctx, sh)
+		return g, addr, true, err
 	}
-	if addr == "" {
-		var recs []storage.Record
-		var more bool
-		err := g.Read(func(st *storage.ShardTx) (err error) {
-			recs, more, err = st.ScanBytes(sr.Start, sr.End, sr.Limit, storage.MaxScanPageBytes, keysOnly)
-			return err
-		})
-		return recs, more, err
+	// The replica must have applied the shard's floor and the floors of
+	// the keys of this shard inside the range.
+	floors := r.readFloors(c, sh, nil, sr.Start, sr.End)
+	if local := r.Local(sh); len(floors) > 0 && (local == nil || local.Corrupt()) {
+		// A shard scan on another node carries no floor: read it on
+		// the leader after a read barrier, which is at least as new.
+		g, addr, err := r.strongTarget(ctx, sh)
+		return g, addr, true, err
 	}
+	g, addr, err := r.causalTarget(ctx, sh, floors)
+	return g, addr, false, err
+}
+
+// remoteScanShard scans sh on the node at addr.
+func (r *Router) remoteScanShard(ctx context.Context, sh placement.Shard, addr string, sr ScanRange, keysOnly, strong bool) ([]storage.Record, bool, error) {
 	nc, err := r.pool.Node(addr)
 	if err != nil {
 		return nil, false, err

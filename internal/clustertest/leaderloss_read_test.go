@@ -1,0 +1,97 @@
+package clustertest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/placement"
+)
+
+// TestStrongReadThroughAFollowerWaitsOutTheLeadersDeath: the leader of
+// shards dies (kill -9) and STRONG reads of their keys reach a node that
+// holds follower replicas, whose raft still names the dead leader until
+// the survivors elect another (2 to 6 s). A Get, a History and a Scan wait
+// for the new leaders, as a write does, instead of failing at once with
+// the dead leader's connection error (which a client's retries, about
+// 1.5 s of backoff, did not outlast).
+func TestStrongReadThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
+	c := New(t, 3, nil)
+	c.WaitSettled(60 * time.Second)
+	ctx := ctxT(t, 2*time.Minute)
+	n1 := c.Node("n1")
+
+	// The node (not n1) that leads the most shards, and a key in each of
+	// two of them.
+	led := map[string][]placement.Shard{}
+	var victim *Node
+	for _, n := range c.Live() {
+		if n == n1 {
+			continue
+		}
+		for _, g := range n.Srv.Groups() {
+			if g.IsLeader() && g.ID().Keyspace == "default" {
+				led[n.ID] = append(led[n.ID], placement.Shard{Keyspace: g.ID().Keyspace, ID: g.ID().Shard})
+			}
+		}
+		if victim == nil || len(led[n.ID]) > len(led[victim.ID]) {
+			victim = n
+		}
+	}
+	if len(led[victim.ID]) < 2 {
+		t.Fatalf("%s leads %d shards, want 2", victim.ID, len(led[victim.ID]))
+	}
+	keys := make([][]byte, 2)
+	for i := range keys {
+		for j := 0; keys[i] == nil; j++ {
+			k := []byte(fmt.Sprintf("k%d-%d", i, j))
+			if sh, _ := n1.Srv.Router().Shard("default", k); sh == led[victim.ID][i] {
+				keys[i] = k
+			}
+		}
+		if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: keys[i], Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Kill(victim)
+	t.Logf("killed %s, the leader of %v", victim.ID, led[victim.ID])
+
+	// Each call is one attempt at n1, without a client's retries: n1
+	// waits for the elections itself.
+	strong := kvv1.Consistency_CONSISTENCY_STRONG
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		got, err := n1.KV.Get(ctx, &kvv1.GetRequest{Key: keys[0], Consistency: strong})
+		if err == nil && string(got.Value) != "v" {
+			err = fmt.Errorf("value %q, want v", got.Value)
+		}
+		errs[0] = err
+	}()
+	go func() {
+		defer wg.Done()
+		got, err := n1.KV.History(ctx, &kvv1.HistoryRequest{Key: keys[1], Consistency: strong})
+		if err == nil && (len(got.Versions) != 1 || string(got.Versions[0].Value) != "v") {
+			err = fmt.Errorf("versions %v, want one of value v", got.Versions)
+		}
+		errs[1] = err
+	}()
+	go func() {
+		defer wg.Done()
+		got, err := n1.KV.Scan(ctx, &kvv1.ScanRequest{Prefix: []byte("k"), Consistency: strong})
+		if err == nil && len(got.Items) != 2 {
+			err = fmt.Errorf("%d items, want 2", len(got.Items))
+		}
+		errs[2] = err
+	}()
+	wg.Wait()
+	for i, what := range []string{"Get", "History", "Scan"} {
+		if errs[i] != nil {
+			t.Errorf("STRONG %s at n1 right after the leader's death: %v", what, errs[i])
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests run scripts/compose.sh itself against stand-ins for docker
+// and docker-compose (shell scripts first on PATH that log their calls and
+// answer as the real ones do on a machine without a registry), so that
+// they need no Docker.
+
+// fakeDocker answers like docker on a machine that holds the kvd image
+// and cannot reach a registry. `inspect` prints "healthy" for a health
+// query and, for the address on the network between sites, the content of
+// $FAKE_DIR/wan-CONTAINER.
+const fakeDocker = `#!/usr/bin/env bash
+echo "docker $*" >>"$FAKE_DIR/log"
+case $1 in
+image)
+	[[ $3 == causeway/kvd:dev ]] && exit 0
+	echo "Error: No such image: $3" >&2
+	exit 1
+	;;
+pull)
+	echo 'Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host' >&2
+	exit 1
+	;;
+inspect)
+	name=${!#}
+	case $3 in
+	*causeway_wan*) cat "$FAKE_DIR/wan-$name" 2>/dev/null || true ;;
+	*) echo healthy ;;
+	esac
+	;;
+esac
+exit 0
+`
+
+// fakeCompose answers like docker-compose 1.29: `up` with the monitoring
+// profile first pulls the missing Prometheus image and fails.
+const fakeCompose = `#!/usr/bin/env bash
+echo "compose profiles=${COMPOSE_PROFILES-unset} $*" >>"$FAKE_DIR/log"
+if [[ " $* " == *" up "* && ,${COMPOSE_PROFILES:-}, == *,monitoring,* ]]; then
+	echo "Pulling prometheus (prom/prometheus:latest)..."
+	echo 'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host' >&2
+	exit 1
+fi
+exit 0
+`
+
+// runComposeScript runs scripts/compose.sh ARGS with the stand-ins and
+// returns its stdout, stderr, the stand-ins' log and its error.
+func runComposeScript(t *testing.T, dir string, env []string, args ...string) (string, string, string, error) {
+	t.Helper()
+	for name, body := range map[string]string{"docker": fakeDocker, "docker-compose": fakeCompose} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "compose.sh"), args...)
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "FAKE_DIR="+dir, "COMPOSE_READY_TIMEOUT=20")
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	return stdout.String(), stderr.String(), string(log), runErr
+}
+
+// The README and docs/operations.md promise that
+// `COMPOSE_PROFILES=monitoring make compose-up` adds Prometheus and
+// Grafana where their images can be pulled; where they cannot, the
+// cluster must still start, and the script must say why the monitoring is
+// missing.
+func TestComposeUpWithoutMonitoringImagesStartsTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, log, err := runComposeScript(t, dir, []string{"COMPOSE_PROFILES=monitoring"}, "up")
+	if err != nil {
+		t.Fatalf("compose.sh up with the monitoring profile and no registry: %v\nstdout:\n%s\nstderr:\n%s\ncalls:\n%s", err, stdout, stderr, log)
+	}
+	if !strings.Contains(log, "compose profiles=unset -p causeway -f deploy/docker-compose.yml up -d") {
+		t.Errorf("compose up was not run without the monitoring profile; calls:\n%s", log)
+	}
+	for _, want := range []string{"cannot pull prom/prometheus:latest", "no such host", "without Prometheus and Grafana"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "compose: ready.") {
+		t.Errorf("stdout does not report the cluster ready:\n%s", stdout)
+	}
+}
+
+// A node that `docker network disconnect causeway_wan` cut off, or that
+// `docker network connect` without --ip gave another address, is healthy
+// but unreachable by the other sites (they dial its --cluster-peer-addr):
+// status names it and the command that puts it back.
+func TestComposeStatusNamesNodesOffTheWAN(t *testing.T) {
+	dir := t.TempDir()
+	for s := 1; s <= 3; s++ {
+		for n := 1; n <= 3; n++ {
+			addr := fmt.Sprintf("172.28.100.%d%d\n", s, n)
+			switch {
+			case s == 3 && n == 1:
+				addr = "none\n"
+			case s == 3 && n == 2:
+				addr = "172.28.100.2\n"
+			}
+			name := fmt.Sprintf("causeway-s%d-n%d", s, n)
+			if err := os.WriteFile(filepath.Join(dir, "wan-"+name), []byte(addr), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stdout, stderr, log, err := runComposeScript(t, dir, nil, "status")
+	if err != nil {
+		t.Fatalf("compose.sh status: %v\nstderr:\n%s\ncalls:\n%s", err, stderr, log)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("status printed %d lines, want 9:\n%s", len(lines), stdout)
+	}
+	for _, l := range lines {
+		node, rest, _ := strings.Cut(l, "\t")
+		switch node {
+		case "s3-n1":
+			if want := "cut off from the other sites (not on causeway_wan): docker network connect --ip 172.28.100.31 causeway_wan causeway-s3-n1"; rest != "healthy\t"+want {
+				t.Errorf("status of s3-n1 = %q, want it to say %q", rest, want)
+			}
+		case "s3-n2":
+			for _, want := range []string{"at 172.28.100.2, not 172.28.100.32", "docker network connect --ip 172.28.100.32 causeway_wan causeway-s3-n2"} {
+				if !strings.Contains(rest, want) {
+					t.Errorf("status of s3-n2 = %q, want it to say %q", rest, want)
+				}
+			}
+		default:
+			if rest != "healthy" {
+				t.Errorf("status of %s = %q, want healthy", node, rest)
+			}
+		}
+	}
+}
