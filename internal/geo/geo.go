@@ -58,7 +58,8 @@ type Config struct {
 	// progress (trimming the outbound log).
 	StableEvery time.Duration
 	// AntiEntropyEvery: each shard leader compares its shard with the next
-	// site of its chain this often (0: only on demand and on gaps).
+	// site of its chain this often (0: DefaultConfig's; negative: only on
+	// demand and on gaps).
 	AntiEntropyEvery time.Duration
 	// ReconcileEvery: how often the node re-checks which shards it leads.
 	ReconcileEvery time.Duration
@@ -81,7 +82,11 @@ func (c *Config) fill() {
 		{&c.HeartbeatEvery, &d.HeartbeatEvery}, {&c.CloseEvery, &d.CloseEvery}, {&c.SkipAfter, &d.SkipAfter},
 		{&c.CallTimeout, &d.CallTimeout}, {&c.PingEvery, &d.PingEvery}, {&c.DepWait, &d.DepWait},
 		{&c.StableEvery, &d.StableEvery}, {&c.ReconcileEvery, &d.ReconcileEvery}, {&c.AckEvery, &d.AckEvery},
+		{&c.AntiEntropyEvery, &d.AntiEntropyEvery},
 	} {
+		if f.v == &c.AntiEntropyEvery && *f.v < 0 {
+			continue // off
+		}
 		if *f.v <= 0 {
 			*f.v = *f.d
 		}
@@ -509,11 +514,14 @@ func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.
 
 // chainAdded brings the sites added to a shard's chain up to date by
 // anti-entropy (what was written before they joined is in no outbound
-// log).
+// log). Versions not yet globally stable when the site joined (written
+// while the shard had no chain, or while the site was not in it) are
+// held back by a stable repair; it runs again until none is, as the new
+// chain's progress makes them stable: no chain brings them to the site.
 func (s *Service) chainAdded(g *shard.Group, sh placement.Shard, old, chain []string) {
 	for _, site := range chain {
 		if site != s.cfg.Site && !slices.Contains(old, site) {
-			s.repairDetached(g, sh, site, repairStable, "site joined the chain")
+			s.launchRepairUntilSent(s.detached, g, sh, site, "site joined the chain")
 		}
 	}
 }

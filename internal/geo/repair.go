@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
@@ -80,7 +81,34 @@ func (s *Service) repairDetached(g *shard.Group, sh placement.Shard, site string
 }
 
 func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string) {
+	s.launchRepairLoop(start, g, sh, site, mode, reason, false)
+}
+
+// holds reports whether site is one of the sites of sh's keyspace.
+func (s *Service) holds(sh placement.Shard, site string) bool {
+	ks, ok := s.keyspace(sh)
+	return ok && slices.Contains(ks.Sites, site)
+}
+
+// maxJoinRepairWait bounds the wait between the rounds of
+// launchRepairUntilSent.
+const maxJoinRepairWait = 30 * time.Second
+
+// launchRepairUntilSent is a stable repair that runs again (after
+// HeartbeatEvery, then twice as long each round up to maxJoinRepairWait,
+// while this replica leads) until it holds back no
+// version this replica had applied when it started (such a version is not
+// globally stable yet; what is written later travels down the chain).
+func (s *Service) launchRepairUntilSent(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, reason string) {
+	s.launchRepairLoop(start, g, sh, site, repairStable, reason, true)
+}
+
+func (s *Service) launchRepairLoop(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string, untilSent bool) {
 	rk := repairKey{sh, site}
+	var heldUpTo uint64
+	if untilSent {
+		heldUpTo = g.Geo().Local.HLC
+	}
 	s.mu.Lock()
 	if s.aeBusy[rk] {
 		s.mu.Unlock()
@@ -93,15 +121,42 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 	ok := s.spawn(func() {
 		defer cancel()
 		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
-		p, err := s.repairShard(ctx, g, sh, site, mode)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("anti-entropy failed", "shard", sh.String(), "site", site, "reason", reason, "err", err)
+		wait := s.cfg.HeartbeatEvery
+		for {
+			p, held, err := s.repairShard(ctx, g, sh, site, mode, heldUpTo)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !untilSent || !g.IsLeader() || !s.holds(sh, site) {
+					s.log.Warn("anti-entropy failed", "shard", sh.String(), "site", site, "reason", reason, "err", err)
+					return
+				}
+				// The joined site may not have taken the shard yet, or be
+				// out of reach for a while: nothing else brings it what it
+				// missed, so try again.
+				s.log.Warn("anti-entropy failed; trying again", "shard", sh.String(), "site", site, "reason", reason, "err", err, "in", wait)
+				sleep(ctx, wait)
+				wait = min(2*wait, maxJoinRepairWait)
+				continue
 			}
+			if untilSent && held > 0 && g.IsLeader() && s.holds(sh, site) {
+				s.log.Info("anti-entropy held back versions not yet stable; running again", "shard", sh.String(), "site", site,
+					"reason", reason, "slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent, "keys_held", held)
+				sleep(ctx, wait)
+				// Stability waits on every site: while one is down, the
+				// held versions stay held, and each round compares the
+				// whole shard's digests. Back off to maxJoinRepairWait.
+				wait = min(2*wait, maxJoinRepairWait)
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			s.log.Info("anti-entropy done", "shard", sh.String(), "site", site, "reason", reason,
+				"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent, "keys_held", held)
 			return
 		}
-		s.log.Info("anti-entropy done", "shard", sh.String(), "site", site, "reason", reason,
-			"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent)
 	})
 	if !ok {
 		cancel()
@@ -115,7 +170,11 @@ func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc
 // site's, and sends site the newest versions of every differing digest
 // slot, then the progress of every origin they cover. Versions merge by
 // last-writer-wins, so a repair never undoes a newer write there.
-func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode) (p *adminv1.RepairProgress, err error) {
+//
+// held counts the versions at or below heldUpTo (an HLC) of differing
+// slots left out for being newer than the progress the marks give (not
+// yet stable, in repairStable).
+func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode, heldUpTo uint64) (p *adminv1.RepairProgress, held int, err error) {
 	start := time.Now()
 	defer func() {
 		result := "ok"
@@ -153,10 +212,10 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 		theirs, err = c.SiteDigest(ctx, &peerv1.SiteDigestRequest{Keyspace: sh.Keyspace, Shard: sh.ID})
 		return err
 	}); err != nil {
-		return p, fmt.Errorf("digest of %s at %s: %w", sh, site, err)
+		return p, held, fmt.Errorf("digest of %s at %s: %w", sh, site, err)
 	}
 	if len(theirs.Slots) != storage.DigestSlots {
-		return p, fmt.Errorf("digest of %s at %s has %d slots", sh, site, len(theirs.Slots))
+		return p, held, fmt.Errorf("digest of %s at %s has %d slots", sh, site, len(theirs.Slots))
 	}
 	var mine storage.Digest
 	if err := g.ReadLong(func(tx *storage.ShardTx) error {
@@ -164,7 +223,7 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 		mine, err = tx.DigestNewest()
 		return err
 	}); err != nil {
-		return p, err
+		return p, held, err
 	}
 	diff := map[int]bool{}
 	for i := range mine.Slots {
@@ -192,6 +251,9 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 					// on its way down the chain, and a site must not show
 					// a version its progress does not cover (dependencies
 					// on it would wait for what it already has).
+					if r.Version.HLC <= heldUpTo {
+						held++
+					}
 					return nil
 				}
 				batch = append(batch, &peerv1.RepairRecord{Key: r.Key, Value: r.Value, Tombstone: r.Tombstone, Hlc: r.Version.HLC, Site: r.Version.Site})
@@ -207,14 +269,14 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 			})
 		})
 		if sendErr != nil {
-			return p, sendErr
+			return p, held, sendErr
 		}
 		if err != nil {
-			return p, err
+			return p, held, err
 		}
 	}
 	if err := send(batch, marks); err != nil {
-		return p, err
+		return p, held, err
 	}
 	p.KeysSent += uint64(len(batch))
 	s.m.aeKeys.Add(float64(p.KeysSent))
@@ -232,7 +294,7 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 		st.probed[site] = false
 		st.mu.Unlock()
 	}
-	return p, nil
+	return p, held, nil
 }
 
 // RepairAll runs anti-entropy now from this site towards every other site of
@@ -287,7 +349,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 		case g == nil:
 			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site", NotLeader: true}
 		default:
-			p, err = s.repairShard(ctx, g, j.sh, j.site, repairAll)
+			p, _, err = s.repairShard(ctx, g, j.sh, j.site, repairAll, 0)
 			if err != nil {
 				p.Error = err.Error()
 			}
