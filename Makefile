@@ -119,8 +119,8 @@ etcd-embed:
 ## image: static linux binaries and the FROM-scratch image causeway/kvd:dev (no registry needed).
 image:
 	mkdir -p bin/linux
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvd ./cmd/kvd
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/linux/kvctl ./cmd/kvctl
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags="-s -w" -o bin/linux/kvd ./cmd/kvd
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags="-s -w" -o bin/linux/kvctl ./cmd/kvctl
 	docker build -f deploy/Dockerfile -t causeway/kvd:dev .
 
 docker: image

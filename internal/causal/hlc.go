@@ -1,6 +1,10 @@
 package causal
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+	"time"
+)
 
 // LogicalBits is the number of low HLC bits that hold the logical counter.
 const LogicalBits = 16
@@ -67,4 +71,11 @@ func (c *Clock) Last() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last
+}
+
+// FormatHLC renders an HLC for people: WALL.LOGICAL as kvctl prints
+// versions, and the wall clock time it stands for.
+func FormatHLC(hlc uint64) string {
+	wall, logical := SplitHLC(hlc)
+	return fmt.Sprintf("%d.%d (%s)", wall, logical, time.UnixMilli(int64(wall)).UTC().Format("2006-01-02T15:04:05.000Z"))
 }

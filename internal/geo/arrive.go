@@ -114,7 +114,7 @@ func (s *Service) waitShardApplied(ctx context.Context, sh placement.Shard, hlc 
 			return resp.MaxHlc, nil
 		case err == nil:
 			if ctx.Err() != nil {
-				return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %d only", sh, resp.WaitingFor, resp.ProgressHlc)
+				return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %s only", sh, resp.WaitingFor, causal.FormatHLC(resp.ProgressHlc))
 			}
 		case ctx.Err() != nil:
 			return 0, fmt.Errorf("%s: %w", sh, ctx.Err())
@@ -127,7 +127,7 @@ func (s *Service) waitShardApplied(ctx context.Context, sh placement.Shard, hlc 
 func waitGroupApplied(ctx context.Context, g *shard.Group, sh placement.Shard, hlc uint64, origins []string) (uint64, error) {
 	for _, o := range origins {
 		if err := g.WaitOrigin(ctx, o, hlc); err != nil {
-			return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %d only (%v)", sh, o, g.Geo().Origins[o].HLC, err)
+			return 0, fmt.Errorf("%s has applied site %s's writes up to HLC %s only (%v)", sh, o, causal.FormatHLC(g.Geo().Origins[o].HLC), err)
 		}
 	}
 	return g.MaxHLC(), nil

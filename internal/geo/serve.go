@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
+	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/placement"
@@ -250,7 +251,7 @@ func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.S
 					cancel()
 					s.m.depWaitSec.Observe(time.Since(start).Seconds())
 					if err != nil {
-						return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s (%v)", w.Seq, keyspace, sh, d.Hlc, d.Origin, err)
+						return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %s of %s (%v)", w.Seq, keyspace, sh, causal.FormatHLC(d.Hlc), d.Origin, err)
 					}
 					g.Clock().Observe(m)
 					continue
@@ -262,7 +263,7 @@ func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.S
 				if i > 0 {
 					// Apply what is ready first: the dependency may wait,
 					// in its own stream, for an update of this batch.
-					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s", w.Seq, keyspace, sh, d.Hlc, d.Origin)
+					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %s of %s", w.Seq, keyspace, sh, causal.FormatHLC(d.Hlc), d.Origin)
 				}
 				start := time.Now()
 				wctx, cancel := context.WithDeadline(ctx, deadline)
@@ -270,7 +271,7 @@ func (s *Service) depsReady(ctx context.Context, g *shard.Group, own placement.S
 				cancel()
 				s.m.depWaitSec.Observe(time.Since(start).Seconds())
 				if err != nil {
-					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %d of %s", w.Seq, keyspace, sh, d.Hlc, d.Origin)
+					return i, fmt.Sprintf("update %d of %s waits for %s to apply HLC %s of %s", w.Seq, keyspace, sh, causal.FormatHLC(d.Hlc), d.Origin)
 				}
 				g.Clock().Observe(dg.MaxHLC())
 			}

@@ -101,7 +101,7 @@ func (r *Router) checkAhead(what string, hlc uint64) error {
 	if d := wall - nowWall; d < uint64(100*365*24*time.Hour/time.Millisecond) {
 		ahead = (time.Duration(d) * time.Millisecond).String()
 	}
-	return fmt.Errorf("%w: %s (HLC %d) is %s ahead of it, more than the %v allowed: a token or snapshot that no node issued, or a node whose clock runs ahead (check NTP); start a new session", ErrClockAhead, what, hlc, ahead, r.cfg.MaxClockAhead)
+	return fmt.Errorf("%w: %s (HLC %s) is %s ahead of it, more than the %v allowed: a token or snapshot that no node issued, or a node whose clock runs ahead (check NTP); start a new session", ErrClockAhead, what, causal.FormatHLC(hlc), ahead, r.cfg.MaxClockAhead)
 }
 
 // ErrLostSession: a session observed a write of this site that the site
@@ -163,7 +163,7 @@ func (r *Router) Arrive(ctx context.Context, c *Call) error {
 		var err error
 		what := "the versions it observed"
 		if s.Partial {
-			what = fmt.Sprintf("every write up to HLC %d", s.MaxHLC)
+			what = fmt.Sprintf("every write up to HLC %s", causal.FormatHLC(s.MaxHLC))
 			if s.MaxHLC > 0 {
 				stamp, err = r.durability.WaitSiteApplied(wctx, s.MaxHLC)
 			}

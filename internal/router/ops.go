@@ -127,7 +127,7 @@ func (r *Router) waitDeps(ctx context.Context, keyspace string, deps []causal.De
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				return fmt.Errorf("%w: %s has not applied HLC %d of %s this write depends on", ErrCausalWait, sh, d.HLC, d.Ref.Origin)
+				return fmt.Errorf("%w: %s has not applied HLC %s of %s this write depends on", ErrCausalWait, sh, causal.FormatHLC(d.HLC), d.Ref.Origin)
 			}
 		}
 	}

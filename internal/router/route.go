@@ -337,7 +337,7 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		}
 		for _, f := range missing {
 			if ownVersion(f) && !g.HasApplied(f.Origin, f.HLC) {
-				return nil, "", fmt.Errorf("%w: a write in %s (HLC %d) that the site does not hold: its data was deleted or lost after the session saw it; start a new session (kvctl: --session-file none, or delete the session file)", ErrLostSession, sh, f.HLC)
+				return nil, "", fmt.Errorf("%w: a write in %s (HLC %s) that the site does not hold: its data was deleted or lost after the session saw it; start a new session (kvctl: --session-file none, or delete the session file)", ErrLostSession, sh, causal.FormatHLC(f.HLC))
 			}
 		}
 	}
@@ -445,7 +445,7 @@ func floorString(fs []causal.Floor) string {
 		if origin == "" {
 			origin = "this site"
 		}
-		fmt.Fprintf(&b, "HLC %d of %s", f.HLC, origin)
+		fmt.Fprintf(&b, "HLC %s of %s", causal.FormatHLC(f.HLC), origin)
 	}
 	return b.String()
 }
