@@ -1334,3 +1334,7 @@ func (c *Catalog) newerGeneration(newer uint64) bool {
 	})
 	return false
 }
+
+// Replicas returns R, the replicas per shard the placement aims for
+// (Config.Replicas).
+func (c *Catalog) Replicas() int { return c.cfg.Replicas }

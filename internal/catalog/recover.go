@@ -88,7 +88,8 @@ func (r Recovery) Survivor() RecoveryReplica {
 // lost.
 //
 // It refuses (see the Err* values of this file) a shard the map does not
-// hold, a node that holds no replica of it, is not alive or whose replica
+// hold, a node the site does not know (ErrUnknownNode), a node that holds
+// no replica of it, is not alive or whose replica
 // has no state, and a shard whose group has a leader or a live quorum of
 // voters. A dry run (no force) reads this replica's copy of the catalog
 // and works without a catalog leader; a forced recovery must run on the
@@ -100,6 +101,9 @@ func (c *Catalog) RecoverShard(ctx context.Context, s placement.Shard, node stri
 	reps, ok := st.Map.Shards[s]
 	if !ok {
 		return rec, fmt.Errorf("%w %s", ErrUnknownShard, s)
+	}
+	if _, known := st.Nodes[node]; !known {
+		return rec, fmt.Errorf("%w %q: the site catalog has no such node (kvctl cluster members lists the site's nodes; %s's replicas: %s)", ErrUnknownNode, node, s, replicaList(reps))
 	}
 	if !slices.ContainsFunc(reps, func(r placement.Replica) bool { return string(r.Node) == node }) {
 		return rec, fmt.Errorf("%w: %s holds no replica of %s (its replicas: %s)", ErrNotReplica, node, s, replicaList(reps))

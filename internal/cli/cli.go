@@ -147,10 +147,14 @@ Environment:
 
 Exit codes:
   0  success
-  1  not found (get of a missing or deleted key, node drain or node remove of
-     an unknown node, node remove of a node removed already)
+  1  not found: get of a missing or deleted key, or any command naming a
+     keyspace, shard or node that does not exist (NotFound from the server:
+     --keyspace of data commands, keyspace show and set-sites, cluster shards
+     and repair, shard recover, admin snapshot, node drain and remove), node
+     remove of a node removed already
   2  usage error or invalid argument (bad flags or version text, InvalidArgument
-     from the server, corrupt session file or one that is a directory)
+     from the server, such as an unknown site in --site or --sites, corrupt
+     session file or one that is a directory)
   3  compare-and-swap conflict (cas found another version than expected)
   4  unavailable or timed out (Unavailable, DeadlineExceeded)
   5  any other error

@@ -182,7 +182,7 @@ func TestExitCode(t *testing.T) {
 		{"deadline exceeded", wrap(codes.DeadlineExceeded), ExitUnavailable},
 		{"context deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), ExitUnavailable},
 		{"internal", wrap(codes.Internal), ExitError},
-		{"not found outside cas", wrap(codes.NotFound), ExitError},
+		{"not found", wrap(codes.NotFound), ExitNotFound},
 		{"failed precondition outside cas", wrap(codes.FailedPrecondition), ExitError},
 		{"resource exhausted", wrap(codes.ResourceExhausted), ExitError},
 		{"canceled", wrap(codes.Canceled), ExitError},
@@ -204,10 +204,12 @@ func TestExitCode(t *testing.T) {
 
 func TestCasErrorCodes(t *testing.T) {
 	a := &app{env: Env{Stdout: &strings.Builder{}}, output: formatText}
-	for _, c := range []codes.Code{codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound} {
+	// Without the conflict's detail a failure is no conflict: an unknown
+	// keyspace is not found, a keyspace held elsewhere another error.
+	for c, want := range map[codes.Code]int{codes.NotFound: ExitNotFound, codes.FailedPrecondition: ExitError} {
 		err := a.casError([]byte("k"), fmt.Errorf("client: compare-and-swap: %w", status.Error(c, "no")))
-		if ExitCode(err) != ExitConflict {
-			t.Errorf("cas %v without detail: exit %d, want %d", c, ExitCode(err), ExitConflict)
+		if ExitCode(err) != want {
+			t.Errorf("cas %v without detail: exit %d, want %d", c, ExitCode(err), want)
 		}
 	}
 	if err := a.casError([]byte("k"), status.Error(codes.Unavailable, "down")); ExitCode(err) != ExitUnavailable {

@@ -120,9 +120,9 @@ func TestServerErrorsExitCodes(t *testing.T) {
 		t.Fatalf("empty key: exit %d (%q)", r.code, r.stderr)
 	}
 	checkErrLine(t, r, "empty key (InvalidArgument)")
-	// Other codes exit 5.
+	// NotFound (an unknown keyspace) exits 1, other codes 5.
 	r = run("", "--keyspace", "nope", "get", "k")
-	if r.code != ExitError {
+	if r.code != ExitNotFound {
 		t.Fatalf("unknown keyspace: exit %d (%q)", r.code, r.stderr)
 	}
 	checkErrLine(t, r, `unknown keyspace "nope" (NotFound); kvctl keyspace list shows the keyspaces`)
@@ -311,7 +311,7 @@ func TestClusterStatusAndSnapshot(t *testing.T) {
 		t.Fatalf("admin snapshot --keyspace users = %s", r.stdout)
 	}
 	r = run("", "admin", "snapshot", "--keyspace", "nope")
-	if r.code != ExitError {
+	if r.code != ExitNotFound {
 		t.Fatalf("snapshot of unknown keyspace: exit %d", r.code)
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/causeway-db/causeway/client"
 )
@@ -437,10 +435,9 @@ func (a *app) casError(key []byte, err error) error {
 		}
 		return withCode(ExitConflict, fmt.Errorf("cas %q: %s", key, strings.TrimPrefix(ce.Error(), "client: ")))
 	}
-	switch status.Code(err) {
-	case codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
-		return withCode(ExitConflict, err)
-	}
+	// Other failures, without the conflict's detail, are no conflict: an
+	// unknown keyspace (NotFound), a keyspace this site does not hold
+	// (FailedPrecondition), ... exit as from every other command.
 	return err
 }
 

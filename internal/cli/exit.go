@@ -16,9 +16,9 @@ import (
 const (
 	// ExitOK: the command succeeded.
 	ExitOK = 0
-	// ExitNotFound: get of a key that does not exist (or is deleted), node
-	// drain or node remove of a node the site does not know, or node remove
-	// of a node it removed already.
+	// ExitNotFound: get of a key that does not exist (or is deleted), or
+	// a command naming a keyspace, shard or node that does not exist
+	// (NotFound from the server), node remove of a node removed already.
 	ExitNotFound = 1
 	// ExitUsage: bad command line, invalid argument (also as reported by
 	// the server), bad version text, or a session file that is corrupt
@@ -64,7 +64,8 @@ func withCode(code int, err error) error {
 
 // ExitCode maps an error of a kvctl command to its exit code: a decided
 // code if the command set one, ExitConflict for a *client.ConflictError,
-// ExitUsage for InvalidArgument and bad client input, ExitUnavailable for
+// ExitNotFound for NotFound (an unknown keyspace, shard or node), ExitUsage
+// for InvalidArgument and bad client input, ExitUnavailable for
 // Unavailable and DeadlineExceeded, ExitError otherwise.
 func ExitCode(err error) int {
 	if err == nil {
@@ -87,6 +88,8 @@ func ExitCode(err error) int {
 		return ExitUnavailable
 	}
 	switch status.Code(err) {
+	case codes.NotFound:
+		return ExitNotFound
 	case codes.InvalidArgument:
 		return ExitUsage
 	case codes.Unavailable, codes.DeadlineExceeded:

@@ -118,7 +118,7 @@ func TestIntegrationRepairAndDurability(t *testing.T) {
 		t.Fatalf("repair --shard without --keyspace: exit %d", r.code)
 	}
 	// An unknown keyspace is NotFound, as for every other command.
-	if r := run("cluster", "repair", "--keyspace", "nope"); r.code != ExitError || !strings.Contains(r.stderr, `unknown keyspace "nope" (NotFound)`) {
+	if r := run("cluster", "repair", "--keyspace", "nope"); r.code != ExitNotFound || !strings.Contains(r.stderr, `unknown keyspace "nope" (NotFound)`) {
 		t.Fatalf("repair of an unknown keyspace: exit %d, stderr %q", r.code, r.stderr)
 	}
 	mustOK(t, run("keyspace", "create", "orders", "--shards", "1", "--sites", "s1,s2"))

@@ -38,7 +38,8 @@ the recovery out.
 It refuses a shard that has a leader or a live quorum of voters (nothing to
 recover), a NODE that holds no replica of it or is not alive, and a forced
 recovery while the site catalog has no leader (recover the catalog first:
-kvd --recover-catalog, see docs/operations.md). The replicas given up are
+kvd --recover-catalog, see docs/operations.md) (exit code 5). An unknown
+keyspace, shard or node exits with code 1. The replicas given up are
 deleted by their nodes if they ever return. --timeout defaults to 30s.`
 
 func (a *app) shardRecoverCommand() *cobra.Command {

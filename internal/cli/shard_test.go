@@ -126,8 +126,8 @@ func TestShardRecoverRefusals(t *testing.T) {
 		{[]string{"--shard", "1", "--node", "n1", "--keyspace", "users"}, ExitError, "nothing to recover: users/1 has a leader, n1 (FailedPrecondition)"},
 		{[]string{"--shard", "0", "--node", "n4"}, ExitError, "n4 holds no replica of default/0 (FailedPrecondition)"},
 		{[]string{"--shard", "0", "--node", "n2"}, ExitError, "n2 is not alive (FailedPrecondition)"},
-		{[]string{"--shard", "9", "--node", "n1"}, ExitError, "unknown shard default/9 (NotFound)"},
-		{[]string{"--shard", "0", "--node", "n1", "--keyspace", "nope"}, ExitError, `unknown keyspace "nope" (NotFound)`},
+		{[]string{"--shard", "9", "--node", "n1"}, ExitNotFound, "unknown shard default/9 (NotFound)"},
+		{[]string{"--shard", "0", "--node", "n1", "--keyspace", "nope"}, ExitNotFound, `unknown keyspace "nope" (NotFound)`},
 	} {
 		r := run("", append([]string{"shard", "recover"}, tc.args...)...)
 		if r.code != tc.code || r.stdout != "" {

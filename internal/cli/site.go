@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -260,6 +262,13 @@ how many replicas NODE still holds, printing the count, until it holds none
 (--wait with --undo returns at once). --timeout bounds the whole command; with
 --wait it defaults to 10m.
 
+If the site then has fewer live nodes that are not draining than replicas
+per shard (kvd --replicas), for example a three-node site with one node
+dead, or any node of a three-node site, the drain goes ahead but the shards
+run with fewer replicas: the command says so first, on stderr (which
+keyspaces, how many replicas instead of how many, and which nodes do not
+count), and again on its first and last lines (and as "warning" in JSON).
+
 Exits with code 1 if the site does not know NODE, and 4 if the time ran out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -278,6 +287,13 @@ Exits with code 1 if the site does not know NODE, and 4 if the time ran out.`,
 				}
 			}
 			return a.withClientDeadline(cmd, false, deadline, func(ctx context.Context, c *client.Client) error {
+				var short *drainShortfall
+				if !undo {
+					short = checkDrain(ctx, c, node)
+					if short != nil {
+						fmt.Fprintf(a.env.Stderr, "kvctl: warning: %s; draining anyway (kvctl node drain %s --undo reverts it)\n", short, node)
+					}
+				}
 				epoch, err := c.Drain(ctx, node, undo)
 				if status.Code(err) == codes.NotFound {
 					return withCode(ExitNotFound, fmt.Errorf("node %q not found in the site of the node that answered; kvctl cluster members lists the site's nodes", node))
@@ -291,16 +307,20 @@ Exits with code 1 if the site does not know NODE, and 4 if the time ran out.`,
 					PlacementEpoch uint64  `json:"placement_epoch"`
 					Waited         bool    `json:"waited"`
 					Replicas       *uint32 `json:"replicas,omitempty"`
+					Warning        string  `json:"warning,omitempty"`
 				}{NodeID: node, Draining: !undo, PlacementEpoch: epoch, Waited: wait}
+				if short != nil {
+					doc.Warning = short.String()
+				}
 				if !a.json() {
 					what := "draining"
 					if undo {
 						what = "no longer draining"
 					}
-					fmt.Fprintf(a.env.Stdout, "node %s is %s (placement epoch %d)\n", node, what, epoch)
+					fmt.Fprintf(a.env.Stdout, "node %s is %s (placement epoch %d)%s\n", node, what, epoch, short.suffix())
 				}
 				if wait {
-					left, err := a.waitDrained(ctx, c, node, epoch, deadline)
+					left, err := a.waitDrained(ctx, c, node, epoch, deadline, short)
 					if err != nil {
 						return err
 					}
@@ -323,7 +343,7 @@ Exits with code 1 if the site does not know NODE, and 4 if the time ran out.`,
 // replicas left after every poll: on stdout in text output, on stderr in
 // JSON output (whose stdout is one document). It returns the replicas
 // left (0).
-func (a *app) waitDrained(ctx context.Context, c *client.Client, node string, epoch uint64, deadline time.Duration) (uint32, error) {
+func (a *app) waitDrained(ctx context.Context, c *client.Client, node string, epoch uint64, deadline time.Duration, short *drainShortfall) (uint32, error) {
 	progress := a.env.Stdout
 	if a.json() {
 		progress = a.env.Stderr
@@ -356,7 +376,7 @@ func (a *app) waitDrained(ctx context.Context, c *client.Client, node string, ep
 			case !m.GetDraining():
 				return 0, fmt.Errorf("node %s is no longer draining (undone by someone else?) with %s left", node, replicas(m.GetReplicas()))
 			case m.GetReplicas() == 0:
-				fmt.Fprintf(progress, "%s: drained, 0 replicas left (placement epoch %d)\n", node, resp.GetPlacementEpoch())
+				fmt.Fprintf(progress, "%s: drained, 0 replicas left (placement epoch %d)%s\n", node, resp.GetPlacementEpoch(), short.suffix())
 				return 0, nil
 			default:
 				left = fmt.Sprint(m.GetReplicas())
@@ -367,6 +387,86 @@ func (a *app) waitDrained(ctx context.Context, c *client.Client, node string, ep
 			return 0, stopped()
 		}
 	}
+}
+
+// drainShortfall describes a drain after which the site has fewer live
+// nodes that are not draining than replicas per shard: the shards of
+// Keyspaces then run with Live replicas (at most) instead of Want.
+type drainShortfall struct {
+	Node      string
+	Want      uint32   // replicas per shard (kvd --replicas)
+	Live      []string // the live nodes left to hold replicas
+	Others    []string // the site's other nodes that cannot: "n3 (dead)"
+	Keyspaces []string
+}
+
+func (d *drainShortfall) String() string {
+	live := "no live node"
+	if len(d.Live) > 0 {
+		live = fmt.Sprintf("%d live %s (%s)", len(d.Live), plural(len(d.Live), "node", "nodes"), strings.Join(d.Live, ", "))
+	}
+	why := ""
+	if len(d.Others) > 0 {
+		why = "; not counted: " + strings.Join(d.Others, ", ")
+	}
+	return fmt.Sprintf("with %s drained the site has %s that %s not draining%s, for %d replicas per shard (kvd --replicas): "+
+		"the shards of %s %s will run with %s instead of %d until nodes are added or come back",
+		d.Node, live, plural(len(d.Live), "is", "are"), why, d.Want,
+		plural(len(d.Keyspaces), "keyspace", "keyspaces"), strings.Join(d.Keyspaces, ", "), replicas(uint32(len(d.Live))), d.Want)
+}
+
+// suffix is what progress lines of a drain with a shortfall end with.
+func (d *drainShortfall) suffix() string {
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf("; shards will run with %s instead of %d (see the warning)", replicas(uint32(len(d.Live))), d.Want)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// checkDrain returns the shortfall that draining node leaves the site
+// with, or nil if the site keeps enough live nodes that are not draining
+// for every shard's replicas, or if it could not tell (the drain itself
+// reports an unreachable site; an older node does not give the replicas
+// per shard).
+func checkDrain(ctx context.Context, c *client.Client, node string) *drainShortfall {
+	m, err := c.Members(ctx)
+	if err != nil || findMember(m, node) == nil || m.GetReplicasPerShard() == 0 {
+		return nil
+	}
+	sh, err := c.Shards(ctx, "")
+	if err != nil {
+		return nil
+	}
+	d := &drainShortfall{Node: node, Want: m.GetReplicasPerShard()}
+	for _, s := range sh.GetShards() {
+		if !slices.Contains(d.Keyspaces, s.GetKeyspace()) {
+			d.Keyspaces = append(d.Keyspaces, s.GetKeyspace())
+		}
+	}
+	for _, mem := range m.GetMembers() {
+		switch id := mem.GetNodeId(); {
+		case id == node:
+		case mem.GetState() != "alive":
+			d.Others = append(d.Others, fmt.Sprintf("%s (%s)", id, mem.GetState()))
+		case mem.GetDraining():
+			d.Others = append(d.Others, id+" (draining)")
+		default:
+			d.Live = append(d.Live, id)
+		}
+	}
+	if len(d.Keyspaces) == 0 || uint32(len(d.Live)) >= d.Want || len(d.Live) == 0 {
+		// Enough nodes; or none, which the site refuses.
+		return nil
+	}
+	slices.Sort(d.Keyspaces)
+	return d
 }
 
 // replicas renders a replica count.

@@ -155,6 +155,9 @@ func TestIntegrationMultiNodeSite(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "node n4 is draining (placement epoch ") || !strings.HasPrefix(lines[len(lines)-1], "n4: drained, 0 replicas left") {
 		t.Fatalf("node drain n4 --wait printed:\n%s", r.stdout)
 	}
+	if strings.Contains(r.stderr, "warning") || strings.Contains(r.stdout, "instead of") {
+		t.Fatalf("node drain n4 warned of too few nodes, with three left for R=3:\n%s%s", r.stdout, r.stderr)
+	}
 	t.Logf("node drain n4 --wait: %d lines, from %q to %q", len(lines), lines[0], lines[len(lines)-1])
 	doc = members()
 	for _, m := range doc.Members {

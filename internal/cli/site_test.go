@@ -165,7 +165,7 @@ func TestClusterShards(t *testing.T) {
 	}
 
 	r = run("", "cluster", "shards", "--keyspace", "nope")
-	if r.code != ExitError || r.stdout != "" {
+	if r.code != ExitNotFound || r.stdout != "" {
 		t.Fatalf("cluster shards of an unknown keyspace: exit %d, stdout %q", r.code, r.stdout)
 	}
 	checkErrLine(t, r, `unknown keyspace "nope" (NotFound)`)

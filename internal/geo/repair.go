@@ -12,6 +12,7 @@ import (
 	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/router"
+	"github.com/causeway-db/causeway/internal/rpc"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
 )
@@ -312,7 +313,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 			return fmt.Errorf("keyspace %q is not held by site %s (held by %v)", keyspace, s.cfg.Site, ks.Sites)
 		}
 		if only != nil && *only >= ks.Shards {
-			return fmt.Errorf("keyspace %q has %d shards, no shard %d", keyspace, ks.Shards, *only)
+			return fmt.Errorf("%w %d of keyspace %q: it has shards 0 to %d", rpc.ErrUnknownShard, *only, keyspace, ks.Shards-1)
 		}
 		names = []string{keyspace}
 	} else {

@@ -119,7 +119,7 @@ func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *a
 		}
 	}
 	leader, _ := a.cluster.Catalog.Leader()
-	resp = &adminv1.MembersResponse{PlacementEpoch: st.Map.Epoch, CatalogLeader: leader}
+	resp = &adminv1.MembersResponse{PlacementEpoch: st.Map.Epoch, CatalogLeader: leader, ReplicasPerShard: uint32(max(a.cluster.Catalog.Replicas(), 0))}
 	seen := map[string]bool{}
 	for _, m := range a.cluster.Members.Members() {
 		if m.Site != a.cfg.Site {

@@ -42,7 +42,7 @@ func (g *Geo) Repair(req *adminv1.RepairRequest, stream adminv1.Geo_RepairServer
 	}
 	err := g.deps.Chain.Repair(stream.Context(), req.Keyspace, only, func(p *adminv1.RepairProgress) { _ = stream.Send(p) })
 	if err != nil && stream.Context().Err() == nil {
-		if errors.Is(err, router.ErrUnknownKeyspace) {
+		if errors.Is(err, router.ErrUnknownKeyspace) || errors.Is(err, ErrUnknownShard) {
 			return adminStatus(err) // NotFound, as from every other call
 		}
 		return adminStatus(fmt.Errorf("%w: %v", ErrBadRequest, err))

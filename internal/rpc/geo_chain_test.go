@@ -28,8 +28,8 @@ type repairStream struct{ grpc.ServerStream }
 func (repairStream) Context() context.Context           { return context.Background() }
 func (repairStream) Send(*adminv1.RepairProgress) error { return nil }
 
-// TestRepairErrorCodes: an unknown keyspace is NotFound, as from every
-// other call; other refusals of the request are InvalidArgument.
+// TestRepairErrorCodes: an unknown keyspace or shard is NotFound, as from
+// every other call; other refusals of the request are InvalidArgument.
 func TestRepairErrorCodes(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -37,7 +37,8 @@ func TestRepairErrorCodes(t *testing.T) {
 	}{
 		{nil, codes.OK},
 		{fmt.Errorf("%w %q", router.ErrUnknownKeyspace, "nope"), codes.NotFound},
-		{errors.New(`keyspace "orders" has 2 shards, no shard 7`), codes.InvalidArgument},
+		{fmt.Errorf("%w 7 of keyspace %q: it has shards 0 to 1", ErrUnknownShard, "orders"), codes.NotFound},
+		{errors.New(`keyspace "orders" is not held by site s1`), codes.InvalidArgument},
 	} {
 		g := NewGeo(GeoDeps{Site: "s1", Chain: fakeChain{c.err}}, nil)
 		err := g.Repair(&adminv1.RepairRequest{Keyspace: "nope"}, repairStream{})

@@ -496,8 +496,12 @@ type MembersResponse struct {
 	Members        []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	PlacementEpoch uint64                 `protobuf:"varint,2,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
 	CatalogLeader  string                 `protobuf:"bytes,3,opt,name=catalog_leader,json=catalogLeader,proto3" json:"catalog_leader,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Replicas per shard the site's placement aims for (kvd --replicas of
+	// the answering node); a shard has fewer while the site has fewer live
+	// nodes that are not draining. 0 from an older node.
+	ReplicasPerShard uint32 `protobuf:"varint,4,opt,name=replicas_per_shard,json=replicasPerShard,proto3" json:"replicas_per_shard,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
@@ -549,6 +553,13 @@ func (x *MembersResponse) GetCatalogLeader() string {
 		return x.CatalogLeader
 	}
 	return ""
+}
+
+func (x *MembersResponse) GetReplicasPerShard() uint32 {
+	if x != nil {
+		return x.ReplicasPerShard
+	}
+	return 0
 }
 
 type ShardsRequest struct {
@@ -1364,11 +1375,12 @@ const file_admin_v1_admin_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x06 \x01(\tR\n" +
 	"gossipAddr\x12\x1a\n" +
 	"\bdraining\x18\a \x01(\bR\bdraining\x12\x1a\n" +
-	"\breplicas\x18\b \x01(\rR\breplicas\"\x96\x01\n" +
+	"\breplicas\x18\b \x01(\rR\breplicas\"\xc4\x01\n" +
 	"\x0fMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.causeway.admin.v1.MemberR\amembers\x12'\n" +
 	"\x0fplacement_epoch\x18\x02 \x01(\x04R\x0eplacementEpoch\x12%\n" +
-	"\x0ecatalog_leader\x18\x03 \x01(\tR\rcatalogLeader\"+\n" +
+	"\x0ecatalog_leader\x18\x03 \x01(\tR\rcatalogLeader\x12,\n" +
+	"\x12replicas_per_shard\x18\x04 \x01(\rR\x10replicasPerShard\"+\n" +
 	"\rShardsRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\"\x9b\x01\n" +
 	"\fShardReplica\x12\x17\n" +
