@@ -216,6 +216,15 @@ func (c *Cluster) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// Servers returns the group's raft membership as this replica knows it.
+func (c *Cluster) Servers() ([]raft.Server, error) {
+	f := c.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
+}
+
 // IsLeader reports whether this replica leads the group.
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
@@ -344,7 +353,19 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node, inc uint64) (Config, e
 	// The leader's loop adds the node to the group's membership: a new
 	// voter counts towards commits at once, and the joining node may not
 	// serve its raft traffic before this call returns.
-	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: inc})
+	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: inc, Replaces: c.replaced(n)})
+}
+
+// replaced returns the nodes n replaces when it registers (Replaced),
+// never this node: it runs at its address.
+func (c *Cluster) replaced(n Node) []string {
+	var out []string
+	for _, id := range Replaced(c.fsm.config(), n) {
+		if n.Site != c.opts.Self.Site || id != c.opts.Self.ID {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // CreateKeyspace creates a keyspace through the leader and returns the
@@ -456,6 +477,11 @@ func (c *Cluster) leaderLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.LeaderEvery)
 	defer t.Stop()
+	// The term in which this replica, as leader, last applied every entry
+	// before its rounds: a new leader's configuration may trail the
+	// group's membership until then, and reconcile would take a node it
+	// does not know yet for one whose address another node took.
+	var caughtUp uint64
 	for {
 		select {
 		case <-c.stop:
@@ -465,10 +491,16 @@ func (c *Cluster) leaderLoop() {
 		if !c.IsLeader() {
 			continue
 		}
+		if term := c.raft.CurrentTerm(); term != caughtUp {
+			if err := c.raft.Barrier(10 * time.Second).Error(); err != nil {
+				continue
+			}
+			caughtUp = term
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := c.registerSelf(ctx)
 		if err == nil {
-			err = c.reconcile(c.fsm.config())
+			err = c.reconcile(ctx, c.fsm.config())
 		}
 		if err != nil && !errors.Is(err, ErrNoLeader) {
 			c.log.Warn("cluster configuration leader round", "err", err)
@@ -494,13 +526,13 @@ func (c *Cluster) registerSelf(ctx context.Context) error {
 		return nil
 	}
 	self := c.opts.Self
-	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: c.incarnation()})
+	_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &self, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: c.incarnation(), Replaces: Replaced(cfg, self)})
 	return err
 }
 
 // reconcile adds the nodes of cfg that are not members of the group yet:
 // each site's voter node as a voter, the others as non-voters.
-func (c *Cluster) reconcile(cfg Config) error {
+func (c *Cluster) reconcile(ctx context.Context, cfg Config) error {
 	f := c.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
@@ -513,9 +545,32 @@ func (c *Cluster) reconcile(cfg Config) error {
 		for _, n := range cfg.Nodes(site) {
 			id, addr := ServerID(site, n.ID), raft.ServerAddress(n.PeerAddr)
 			cur, ok := members[id]
-			switch {
-			case ok && cur.Address == addr && (cur.Suffrage == raft.Voter) == n.Voter:
+			if ok && cur.Address == addr && (cur.Suffrage == raft.Voter) == n.Voter {
 				continue
+			}
+			if !ok {
+				// A configuration written before registrations named the
+				// nodes they replace lists a node n took the address of
+				// too: the member at that address is the older one (n
+				// could not be added while it was there).
+				var older []string
+				for _, o := range Replaced(cfg, n) {
+					if m, in := members[ServerID(site, o)]; in && m.Address == addr && m.ID != ServerID(c.opts.Self.Site, c.opts.Self.ID) {
+						older = append(older, o)
+					}
+				}
+				if len(older) > 0 {
+					_, err := c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Replaces: older})
+					if err != nil {
+						return fmt.Errorf("register %s in place of %v, whose address it took: %w", id, older, err)
+					}
+					return nil // the next round works on the new configuration
+				}
+			}
+			if err := c.freeAddress(cfg, members, id, addr); err != nil {
+				return err
+			}
+			switch {
 			case n.Voter:
 				if err := c.raft.AddVoter(id, addr, 0, 10*time.Second).Error(); err != nil {
 					return fmt.Errorf("add voter %s: %w", id, err)
@@ -530,6 +585,41 @@ func (c *Cluster) reconcile(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// freeAddress removes from the group's membership (members, updated) the
+// servers at addr other than id that cfg no longer lists at addr: a node
+// that took a dead node's host and ports under a new id replaced it in the
+// configuration (addNode), and raft refuses a second server at an address
+// its configuration holds, so the old one leaves before the new one is
+// added. It never answers at addr again, so the group's quorum is what it
+// was without it. This replica is never removed.
+func (c *Cluster) freeAddress(cfg Config, members map[raft.ServerID]raft.Server, id raft.ServerID, addr raft.ServerAddress) error {
+	self := ServerID(c.opts.Self.Site, c.opts.Self.ID)
+	for _, m := range members {
+		if m.ID == id || m.ID == self || m.Address != addr || listedAt(cfg, m.ID, addr) {
+			continue
+		}
+		if err := c.raft.RemoveServer(m.ID, 0, 10*time.Second).Error(); err != nil {
+			return fmt.Errorf("remove %s, whose address %s %s took: %w", m.ID, addr, id, err)
+		}
+		delete(members, m.ID)
+		c.log.Info("removed a node whose address another node took from the cluster configuration group", "node", m.ID, "peer_addr", addr, "by", id)
+	}
+	return nil
+}
+
+// listedAt reports whether cfg lists the node of raft id id at peer
+// address addr.
+func listedAt(cfg Config, id raft.ServerID, addr raft.ServerAddress) bool {
+	for _, site := range cfg.SiteNames() {
+		for _, n := range cfg.Sites[site].Nodes {
+			if ServerID(site, n.ID) == id {
+				return raft.ServerAddress(n.PeerAddr) == addr
+			}
+		}
+	}
+	return false
 }
 
 // ErrorKind names the kind of a refusal for the peer Apply response.

@@ -55,6 +55,11 @@ type Command struct {
 	// Incarnation is the node's site incarnation, 0 if it knows none yet
 	// (OpAddNode; see Site.Incarnation).
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Replaces lists the nodes of Node's site that Node replaces: nodes
+	// registered at its peer address under other ids, decided by the
+	// leader that proposes the command (Replaced). Each leaves the
+	// configuration if it is still at that address (OpAddNode).
+	Replaces []string `json:"replaces,omitempty"`
 	// Keyspace: OpCreateKeyspace (all fields), OpSetKeyspaceSites (name
 	// and sites).
 	Keyspace *Keyspace `json:"keyspace,omitempty"`
@@ -88,7 +93,7 @@ func Apply(c Config, cmd Command) (Config, error) {
 		if next.ID == 0 {
 			next.ID = cmd.ClusterID
 		}
-		return next, next.addNode(*cmd.Node, cmd.DefaultShards, cmd.Incarnation)
+		return next, next.addNode(*cmd.Node, cmd.DefaultShards, cmd.Incarnation, cmd.Replaces)
 	case OpCreateKeyspace:
 		if cmd.Keyspace == nil {
 			return c, fmt.Errorf("%w: create keyspace: no keyspace", ErrInvalid)
@@ -122,7 +127,7 @@ func (c Config) Clone() Config {
 }
 
 // addNode registers n; the first node of a new site holds the site's vote.
-func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64) error {
+func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64, replaces []string) error {
 	if !ValidName(n.Site) || !ValidName(n.ID) {
 		return fmt.Errorf("%w: node %q of site %q: use 1-63 lowercase letters, digits or '-'", ErrInvalid, n.ID, n.Site)
 	}
@@ -146,6 +151,17 @@ func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64) error
 	case incarnation != 0:
 		s.Incarnation = incarnation
 	}
+	// A node n replaces (a machine started again on its host and ports
+	// under a new id, after it lost its data) can never answer at that
+	// address again, and the group's raft membership cannot hold two
+	// servers at one address: it leaves, and its vote in the group, if it
+	// held the site's, passes to n. Only the command decides, so that a
+	// log written before this rule replays as it applied.
+	for _, id := range replaces {
+		if o, ok := s.Nodes[id]; ok && id != n.ID && o.PeerAddr == n.PeerAddr {
+			delete(s.Nodes, id)
+		}
+	}
 	hasVoter := false
 	for _, o := range s.Nodes {
 		if o.Voter && o.ID != n.ID {
@@ -160,6 +176,19 @@ func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64) error
 	s.Nodes[n.ID] = n
 	c.Sites[n.Site] = s
 	return nil
+}
+
+// Replaced returns the nodes of n's site that cfg lists at n's peer
+// address under another id: the nodes n replaces when it registers
+// (Command.Replaces).
+func Replaced(cfg Config, n Node) []string {
+	var out []string
+	for _, o := range cfg.Nodes(n.Site) {
+		if o.ID != n.ID && o.PeerAddr == n.PeerAddr {
+			out = append(out, o.ID)
+		}
+	}
+	return out
 }
 
 func (c *Config) createKeyspace(ks Keyspace) error {

@@ -148,3 +148,61 @@ func TestSiteIncarnationIsKept(t *testing.T) {
 		t.Fatalf("after the refusals: %+v", cfg.Sites["s1"])
 	}
 }
+
+// TestAddNodeReplaces: a registration that names the nodes of its site at
+// its peer address (Replaced) drops them, and the site's vote passes to
+// the new node if one of them held it; a registration without the list
+// (a log written by an earlier release) applies as it did, keeping both,
+// and a listed node no longer at the address stays.
+func TestAddNodeReplaces(t *testing.T) {
+	base := Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}
+	var err error
+	for _, n := range []Node{{ID: "n1", Site: "s1", PeerAddr: "h1:1"}, {ID: "n2", Site: "s1", PeerAddr: "h2:1"}, {ID: "n3", Site: "s1", PeerAddr: "h3:1"}} {
+		if base, err = Apply(base, Command{Op: OpAddNode, Node: &n, DefaultShards: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(cfg Config) (out []string) {
+		for _, n := range cfg.Nodes("s1") {
+			out = append(out, n.ID)
+		}
+		return out
+	}
+	n4 := Node{ID: "n4", Site: "s1", PeerAddr: "h3:1"}
+	if got := Replaced(base, n4); !slices.Equal(got, []string{"n3"}) {
+		t.Fatalf("Replaced(n4) = %v, want [n3]", got)
+	}
+	cfg, err := Apply(base, Command{Op: OpAddNode, Node: &n4, Replaces: Replaced(base, n4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(cfg); !slices.Equal(got, []string{"n1", "n2", "n4"}) {
+		t.Fatalf("after n4 replaced n3: %v", got)
+	}
+	old, err := Apply(base, Command{Op: OpAddNode, Node: &n4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(old); !slices.Equal(got, []string{"n1", "n2", "n3", "n4"}) {
+		t.Fatalf("a registration without Replaces: %v, want every node kept", got)
+	}
+	// n3 moved to another address before the entry applied: it stays.
+	moved, err := Apply(base, Command{Op: OpAddNode, Node: &Node{ID: "n3", Site: "s1", PeerAddr: "h9:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = Apply(moved, Command{Op: OpAddNode, Node: &n4, Replaces: []string{"n3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(cfg); !slices.Equal(got, []string{"n1", "n2", "n3", "n4"}) {
+		t.Fatalf("a replaced node at another address: %v, want it kept", got)
+	}
+	// The site's voter replaced: its vote passes to the new node.
+	n5 := Node{ID: "n5", Site: "s1", PeerAddr: "h1:1"}
+	if cfg, err = Apply(base, Command{Op: OpAddNode, Node: &n5, Replaces: Replaced(base, n5)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Sites["s1"].Nodes["n1"]; ok || !cfg.Sites["s1"].Nodes["n5"].Voter {
+		t.Fatalf("n5 in place of the voter n1: %+v", cfg.Sites["s1"].Nodes)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // before it opens a raft group, the data directory stays empty, and the
 // site goes on taking writes. Started on that directory under a new id, on
 // the same host and ports, the same machine joins as a new node and gets
-// replicas again: the site removes n3, whose address it took, first. The bite of
+// replicas again: the site removes n3, whose address it took, from the
+// catalog's group and from each shard first (it stays listed by kvctl
+// cluster members until kvctl node remove, as the refusal says). The bite of
 // guard fresh-identity: with it off, the wiped node starts under its old
 // id (docs/adr/027).
 func TestWipedNodeRefusesItsOldID(t *testing.T) {
@@ -56,6 +59,12 @@ func TestWipedNodeRefusesItsOldID(t *testing.T) {
 		t.Fatalf("start of the wiped n3: %v, want ErrLostIdentity", err)
 	}
 	t.Logf("refused: %v", err)
+	// The message says what the site does when a new id takes n3's
+	// address, and what it leaves to the operator: n3 stays listed by
+	// kvctl cluster members until kvctl node remove.
+	if msg := err.Error(); !strings.Contains(msg, "kvctl node remove n3") || !strings.Contains(msg, "kvctl cluster members shows it unknown, with 0 replicas") {
+		t.Errorf("the refusal does not say that n3 stays a member until kvctl node remove n3: %s", msg)
+	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
 		t.Fatalf("the refused start left %d entries in its data directory (err %v): the next start would skip the check", len(entries), err)
 	}

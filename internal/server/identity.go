@@ -143,11 +143,12 @@ func (s *Server) askSite(ctx context.Context) (answered string, err error) {
 		case a.shards > 1:
 			roles = append(roles, fmt.Sprintf("%d shards", a.shards))
 		}
-		return "", fmt.Errorf("%w: this node's data directory is new, but its site already knows its node id: node %s of site %s is a voter of %s (asked %s). "+
+		return "", fmt.Errorf("%[1]w: this node's data directory is new, but its site already knows its node id: node %[2]s of site %[3]s is a voter of %[4]s (asked %[5]s). "+
 			"It lost its raft votes and logs, and a group that counts it as a voter could elect a leader without entries it committed: "+
-			"start this node with a new --node-id (its data directory is still empty; the same host and ports will do, and the site removes %s when the new id takes its address); "+
-			"see \"A damaged data directory\" in docs/operations.md",
-			ErrLostIdentity, s.cfg.NodeID, s.cfg.Site, strings.Join(roles, " and of "), a.node, s.cfg.NodeID)
+			"start this node with a new --node-id (its data directory is still empty; the same host and ports will do: when the new id takes the address of %[2]s, "+
+			"the site drops %[2]s from the site catalog's group, from every shard and from the cluster configuration at once, and the new id gets replicas as a new node; "+
+			"%[2]s stays in the site's list of nodes (kvctl cluster members shows it unknown, with 0 replicas) until you run kvctl node remove %[2]s); see \"A damaged data directory\" in docs/operations.md",
+			ErrLostIdentity, s.cfg.NodeID, s.cfg.Site, strings.Join(roles, " and of "), a.node)
 	}
 	return strings.Join(ids, ","), nil
 }
