@@ -67,6 +67,7 @@ BITES=(
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
+  "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
 )
 
 want=("$@")

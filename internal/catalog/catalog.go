@@ -690,7 +690,13 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	if err := c.addShards(ctx, st.Map, up); err != nil {
 		return false, err
 	}
-	steps := placement.Plan(st.Map, c.shards(), live, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
+	var reachable []placement.NodeID
+	for _, id := range live {
+		if aliveSet[string(id)] {
+			reachable = append(reachable, id)
+		}
+	}
+	steps := placement.PlanReachable(st.Map, c.shards(), live, reachable, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
 		key := balanceKey(st.Map.Epoch, live, unreachable)
 		now := time.Now()

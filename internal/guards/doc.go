@@ -218,6 +218,12 @@ const (
 	// closes them (server.Stop); off, they have no leader until an
 	// election timeout has passed.
 	LeaderHandOff
+	// RemoveReachable removes a live voter of a shard (draining, or moved
+	// away) only when the voters left that gossip reports alive are a
+	// majority: a node dead for less than its DeadGrace still counts as
+	// live for placement, and a drain then gave its shards a quorum that
+	// included the dead node (placement.PlanReachable).
+	RemoveReachable
 )
 
 var names = map[Guard]string{
@@ -262,6 +268,7 @@ var names = map[Guard]string{
 	ClockAhead:           "clock-ahead",
 	WALLength:            "wal-length",
 	LeaderHandOff:        "leader-hand-off",
+	RemoveReachable:      "remove-reachable",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -274,7 +281,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

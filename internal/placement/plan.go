@@ -3,7 +3,16 @@ package placement
 import (
 	"cmp"
 	"slices"
+
+	"github.com/causeway-db/causeway/internal/guards"
 )
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Priorities of the steps Plan proposes, most urgent first. When
 // maxConcurrent cuts the list, work that finishes a move in flight or
@@ -65,7 +74,22 @@ const (
 // this converges on the target in at most learners + 2*target + voters
 // steps per shard while the node sets stay the same.
 func Plan(current Map, shards []Shard, live []NodeID, draining []NodeID, r int, maxConcurrent int) []Step {
+	return PlanReachable(current, shards, live, live, draining, r, maxConcurrent)
+}
+
+// PlanReachable is Plan where reachable lists the nodes of live that
+// answer now (gossip reports them alive); the others are in live only
+// because they have been down for less than the grace that keeps their
+// replicas. Rule 4 removes a live voter only when the voters left that
+// are reachable are a majority: draining a node while another was freshly
+// dead otherwise left {survivor, dead node} as the group's voters, a group
+// with no quorum until the dead node returned (guard remove-reachable).
+func PlanReachable(current Map, shards []Shard, live, reachable []NodeID, draining []NodeID, r int, maxConcurrent int) []Step {
 	isLive := setOf(live)
+	isReachable := setOf(reachable)
+	if guards.Off(guards.RemoveReachable) {
+		isReachable = isLive
+	}
 	isDraining := setOf(draining)
 	var eligible []NodeID
 	for _, n := range live {
@@ -86,7 +110,7 @@ func Plan(current Map, shards []Shard, live []NodeID, draining []NodeID, r int, 
 		if !ok {
 			continue
 		}
-		if step, prio, ok := planShard(s, normalize(reps), target[s], isLive); ok {
+		if step, prio, ok := planShard(s, normalize(reps), target[s], isLive, isReachable); ok {
 			cands = append(cands, candidate{step: step, prio: prio})
 		}
 	}
@@ -103,7 +127,7 @@ func Plan(current Map, shards []Shard, live []NodeID, draining []NodeID, r int, 
 // planShard returns the next step of one shard, whose replicas reps are
 // normalized, towards the target nodes want (in preference order), and its
 // priority; ok is false when the shard needs nothing or must be left alone.
-func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (step Step, prio int, ok bool) {
+func planShard(s Shard, reps []Replica, want []NodeID, live, reachable map[NodeID]bool) (step Step, prio int, ok bool) {
 	if len(want) == 0 {
 		return Step{}, 0, false
 	}
@@ -132,13 +156,16 @@ func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (st
 	}
 	wanted := setOf(want)
 	held := make(map[NodeID]bool, len(reps))
-	liveVoters, allVoters := 0, 0
+	liveVoters, reachableVoters, allVoters := 0, 0, 0
 	for _, r := range reps {
 		held[r.Node] = true
 		if r.Voter {
 			allVoters++
 			if live[r.Node] {
 				liveVoters++
+			}
+			if live[r.Node] && reachable[r.Node] {
+				reachableVoters++
 			}
 		}
 	}
@@ -192,7 +219,7 @@ func planShard(s Shard, reps []Replica, want []NodeID, live map[NodeID]bool) (st
 		}
 	}
 	for _, r := range reps {
-		if !wanted[r.Node] && liveVoters-1 >= (allVoters-1)/2+1 {
+		if !wanted[r.Node] && liveVoters-1 >= (allVoters-1)/2+1 && reachableVoters-b2i(reachable[r.Node]) >= (allVoters-1)/2+1 {
 			return mk(StepRemove, r.Node, prioRemoveSurplus)
 		}
 	}

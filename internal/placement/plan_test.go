@@ -454,3 +454,26 @@ func BenchmarkPlan(b *testing.B) {
 		Plan(m, shards, nodes, nodes[:1], 3, 8)
 	}
 }
+
+// TestPlanKeepsAReachableQuorum: node c died moments ago (inside its
+// DeadGrace it is still live for placement, but gossip no longer reports
+// it) and b is drained. Removing b would leave {a, c}, whose quorum needs
+// the dead c: the shard would have no leader until c returned. The step
+// waits; once c's grace ran out, c is removed instead. The bite of guard
+// remove-reachable: with it off, b is removed.
+func TestPlanKeepsAReachableQuorum(t *testing.T) {
+	s := Shard{"ks", 0}
+	m := Map{Epoch: 1, Shards: map[Shard][]Replica{s: reps("a", "b", "c")}}
+	abc := []NodeID{"a", "b", "c"}
+	if steps := PlanReachable(m, []Shard{s}, abc, []NodeID{"a", "b"}, []NodeID{"b"}, 3, 4); len(steps) != 0 {
+		t.Fatalf("drain of b with c unreachable: %v, want no step (a and the dead c would be the voters)", steps)
+	}
+	// With every voter reachable the drain goes on.
+	if got := fmt.Sprint(PlanReachable(m, []Shard{s}, abc, abc, []NodeID{"b"}, 3, 4)); got != "[ks/0 remove b]" {
+		t.Fatalf("drain of b, all reachable: %s", got)
+	}
+	// After c's grace it is dead: c goes first, b stays a voter for now.
+	if got := fmt.Sprint(PlanReachable(m, []Shard{s}, []NodeID{"a", "b"}, []NodeID{"a", "b"}, []NodeID{"b"}, 3, 4)); got != "[ks/0 remove c]" {
+		t.Fatalf("drain of b after c's grace: %s", got)
+	}
+}
