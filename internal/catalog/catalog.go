@@ -778,6 +778,13 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string
 		}
 		moves++
 		if err := c.deps.Shards.TransferLeader(ctx, s, replicas, st.Nodes[string(want)]); err != nil {
+			if errors.Is(err, ErrLeaderRefused) {
+				// A damaged replica keeps its replica until it is
+				// repaired; the shard stays with its current leader.
+				moves--
+				c.log.Debug("shard leadership not moved to a replica that failed its consistency check", "shard", s.String(), "to", want)
+				continue
+			}
 			c.m.steps.WithLabelValues("transfer-leader", "error").Inc()
 			errs = append(errs, err)
 			continue

@@ -46,6 +46,10 @@ var (
 	// ErrNoDrainTarget: a node to drain is the only live node that could
 	// hold shard replicas; its replicas would have nowhere to go.
 	ErrNoDrainTarget = errors.New("catalog: no other live node can take the node's replicas")
+	// ErrLeaderRefused: a shard's leadership was not moved to a replica
+	// that failed its group's last consistency check (it serves no
+	// reads until it is repaired).
+	ErrLeaderRefused = errors.New("catalog: the replica failed its consistency check and takes no leadership")
 )
 
 // Node is a registered node of the site.

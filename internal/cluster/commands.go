@@ -214,7 +214,7 @@ func (c *Config) setKeyspaceSites(name string, sites []string) error {
 		return fmt.Errorf("%w: keyspace %s", ErrNotFound, placement.QuoteKeyspace(name))
 	}
 	if name == DefaultKeyspace {
-		return fmt.Errorf("%w: the default keyspace lives on every site", ErrInvalid)
+		return fmt.Errorf("%w: the default keyspace lives on every site of the cluster, and no command removes a site from the cluster: only keyspaces created with kvctl keyspace create can drop a site (see \"Removing a site from a keyspace\" in docs/operations.md)", ErrInvalid)
 	}
 	if err := c.checkSites(name, sites); err != nil {
 		return err

@@ -357,3 +357,53 @@ func leaderNode(t *testing.T, c *Cluster, sh placement.Shard) *Node {
 	})
 	return out
 }
+
+// TestLeadershipDoesNotMoveToACorruptReplica: the shard's leader refuses
+// to transfer its leadership to a replica that failed the last consistency
+// check. Before, the site catalog's leader balancing moved the leadership
+// of a shard to its damaged replica again and again (it is often the
+// preferred leader); each time the replica refused the STRONG reads and
+// CAS of the shard until its next check handed the leadership over.
+func TestLeadershipDoesNotMoveToACorruptReplica(t *testing.T) {
+	c := New(t, 3, checkEvery(time.Second))
+	ctx := ctxT(t, 2*time.Minute)
+	poll.Every(50*time.Millisecond).Until(t, time.Minute, "every replica's check at start", func() error { return everyReplicaChecked(c, 1) })
+	key := []byte("digest/no-transfer")
+	if _, err := c.Node("n1").KV.Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("right")}); err != nil {
+		t.Fatal(err)
+	}
+	sh, _ := c.Node("n1").Srv.Router().Shard("default", key)
+	leader, victim := leaderAndFollower(t, c, sh)
+	waitFollowerHas(t, ctx, victim, [][]byte{key}, "right")
+	if err := shard.CorruptForTest(victim.Srv.Router().Local(sh), key, []byte("damaged")); err != nil {
+		t.Fatal(err)
+	}
+	lg := leader.Srv.Router().Local(sh)
+	poll.Every(20*time.Millisecond).Until(t, time.Minute, "the leader's check to find the damaged replica", func() error {
+		if !lg.DiffersFromMajority(victim.ID) {
+			return fmt.Errorf("%s agrees at the check of index %d", victim.ID, lg.CheckStatus().Index)
+		}
+		return nil
+	})
+	ref := &peerv1.ShardRef{Keyspace: sh.Keyspace, Shard: sh.ID}
+	// The damaged replica says so to the site catalog, which then leaves
+	// the leadership where it is.
+	poll.Every(20*time.Millisecond).Until(t, time.Minute, "the damaged replica to report its failed check", func() error {
+		st, err := victim.Peer.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref})
+		if err != nil {
+			return err
+		}
+		if !st.FailedCheck {
+			return errors.New("FailedCheck is false")
+		}
+		return nil
+	})
+	_, err := leader.Peer.ChangeReplicas(ctx, &peerv1.ChangeReplicasRequest{Shard: ref, Op: peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER,
+		NodeId: victim.ID, PeerAddr: victim.Srv.PeerAddr()})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("leadership transfer to the damaged replica %s: %v; want FailedPrecondition", victim.ID, err)
+	}
+	if g := victim.Srv.Router().Local(sh); g.IsLeader() {
+		t.Fatalf("the damaged replica %s leads %s", victim.ID, sh)
+	}
+}

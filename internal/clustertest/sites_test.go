@@ -186,7 +186,9 @@ func TestCutOffSiteKeepsItsConfiguration(t *testing.T) {
 // cannot reach is not removed from a keyspace without force: writes it
 // acknowledged and has not shipped would stay on it, reaching the
 // keyspace's other sites only if it were added back. A reachable site is
-// removed as before; with force, so is the unreachable one.
+// removed as before; with force, so is the unreachable one. The default
+// keyspace refuses to drop a site, unreachable or not, without advising
+// --force.
 func TestRemovingAnUnreachableSiteNeedsForce(t *testing.T) {
 	s := NewSites(t, SitesOptions{Sites: []string{"s1", "s2", "s3"}, NodesPerSite: 1, Shards: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -217,6 +219,14 @@ func TestRemovingAnUnreachableSiteNeedsForce(t *testing.T) {
 		}
 		return nil
 	})
+	// The default keyspace drops no site, reachable or not: the refusal
+	// says so, rather than advising --force, which would only lead to it.
+	for _, force := range []bool{false, true} {
+		_, err := g1.SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: "default", Sites: []string{"s1", "s2"}, Force: force})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "default keyspace lives on every site") || strings.Contains(err.Error(), "--force") {
+			t.Fatalf("set-sites default without the unreachable s3 (force %v): %v; want InvalidArgument, the default keyspace lives on every site", force, err)
+		}
+	}
 	_, err := g1.SetKeyspaceSites(ctx, &adminv1.SetKeyspaceSitesRequest{Name: "eu", Sites: []string{"s1", "s2"}})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "site s3 is unreachable") {
 		t.Fatalf("set-sites without the unreachable s3: %v; want FailedPrecondition", err)

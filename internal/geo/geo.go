@@ -206,7 +206,7 @@ type Service struct {
 	aeLast   map[placement.Shard]time.Time    // last periodic anti-entropy; REQUIRES: mu
 	aeBusy   map[repairKey]bool               // REQUIRES: mu
 	lastNode map[string]string                // per site: the node that answered last; REQUIRES: mu
-	stop     chan struct{}                    // closed when Run ends
+	stop     chan struct{}                    // closed when Run is ending, before it waits for its goroutines
 	stopping bool                             // Run is ending: no new goroutines; REQUIRES: mu
 	wg       sync.WaitGroup
 
@@ -279,7 +279,6 @@ func (s *Service) keyspace(sh placement.Shard) (cluster.Keyspace, bool) {
 // Run reconciles the shippers with the shards this node leads until ctx
 // ends, and pings the other sites.
 func (s *Service) Run(ctx context.Context) {
-	defer close(s.stop)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -299,6 +298,12 @@ func (s *Service) Run(ctx context.Context) {
 				delete(s.shippers, k)
 			}
 			s.mu.Unlock()
+			// The detached repairs (a site's join repair, retrying
+			// while the site is out of reach or its versions are not
+			// stable; an operator's repair) end on stop: close it
+			// before waiting for them, or the wait never ends and the
+			// node never stops.
+			close(s.stop)
 			s.wg.Wait()
 			return
 		case <-changed:

@@ -191,10 +191,16 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	geo := g.Geo()
 	var marks []*peerv1.RepairProgressMark
 	covered := map[string]uint64{}
+	ks, known := s.keyspace(sh)
 	mark := func(o string, pr storage.Progress) {
 		// The target's own writes come back whole: no chain brings a
-		// site its own writes (it lost them).
-		if mode == repairStable && o != site {
+		// site its own writes (it lost them). So do the writes of an
+		// origin that is no longer a site of the keyspace (removed, or
+		// lost for good and removed with --force): no chain carries
+		// them any more, and their stability, which travels back
+		// through that site, never comes, so a stable repair would
+		// hold them back for good.
+		if mode == repairStable && o != site && (!known || slices.Contains(ks.Sites, o)) {
 			st := geo.Stable[o]
 			if st.Seq < pr.Seq || (st.Seq == pr.Seq && st.HLC < pr.HLC) {
 				pr = st

@@ -34,6 +34,9 @@ var (
 	// ErrNotVoter: leadership cannot move to a node that is not a voter of
 	// the shard.
 	ErrNotVoter = errors.New("peer: not a voter")
+	// ErrTargetCorrupt: leadership does not move to a replica that failed
+	// its group's last consistency check.
+	ErrTargetCorrupt = errors.New("peer: the replica failed its consistency check")
 	// ErrNotLeader: this node does not lead the shard (any more). Retryable
 	// at the leader.
 	ErrNotLeader = errors.New("peer: not the shard leader")
@@ -67,6 +70,7 @@ var codeTable = []struct {
 	{ErrOtherNode, codes.InvalidArgument},
 	{ErrNotHosted, codes.FailedPrecondition},
 	{ErrNotVoter, codes.FailedPrecondition},
+	{ErrTargetCorrupt, codes.FailedPrecondition},
 	{ErrUnsafeRecovery, codes.FailedPrecondition},
 	{ErrHasLeader, codes.FailedPrecondition},
 	{catalog.ErrUnknownShard, codes.NotFound},

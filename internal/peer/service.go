@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -111,7 +114,7 @@ func (s *Service) ReplicaStatus(ctx context.Context, req *peerv1.ReplicaStatusRe
 	resp := &peerv1.ReplicaStatusResponse{
 		Hosted: true, State: st.State, LeaderId: st.Leader, LeaderAddr: g.LeaderAddr(),
 		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: max(g.Raft().AppliedIndex(), st.AppliedIndex), LastIndex: g.Raft().LastIndex(),
-		Generation: g.Generation(),
+		Generation: g.Generation(), FailedCheck: g.Corrupt(),
 	}
 	_, resp.LastLogTerm = g.Raft().LastLog()
 	if cf := g.Raft().GetConfiguration(); cf.Error() == nil {
@@ -170,6 +173,13 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 	case peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER:
 		if cur == nil || cur.Suffrage != raft.Voter {
 			return nil, toStatus(fmt.Errorf("%w: %s of %s", ErrNotVoter, req.NodeId, g.ID()))
+		}
+		if g.DiffersFromMajority(req.NodeId) {
+			// A corrupt replica refuses reads and hands its leadership
+			// over at its next check: moving the leadership to it (the
+			// catalog's leader balancing) made the shard's STRONG reads
+			// and CAS fail until then, again and again.
+			return nil, toStatus(fmt.Errorf("%w: transfer leadership of %s to %s: its digest differs from the majority's at the last check; repair it first (kvctl node drain %s --wait, then --undo; see \"Replica consistency checks\" in docs/operations.md)", ErrTargetCorrupt, g.ID(), req.NodeId, req.NodeId))
 		}
 		if addr != "" && addr != cur.Address {
 			// The node restarted on another peer address: a transfer to
@@ -497,7 +507,19 @@ func (x Shards) Leader(ctx context.Context, s placement.Shard, replicas []catalo
 
 // TransferLeader implements catalog.Shards.
 func (x Shards) TransferLeader(ctx context.Context, s placement.Shard, replicas []catalog.Node, to catalog.Node) error {
-	return x.change(ctx, s, replicas, to, peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER)
+	// A replica that failed its group's last consistency check hands the
+	// leadership over at its next check and serves no reads meanwhile:
+	// the shard's STRONG reads and CAS would fail until then.
+	if c, err := x.Pool.Node(to.PeerAddr); err == nil {
+		if st, err := c.ReplicaStatus(ctx, &peerv1.ReplicaStatusRequest{Shard: ref(s)}); err == nil && st.FailedCheck {
+			return fmt.Errorf("%w: %s of %s", catalog.ErrLeaderRefused, to.ID, s)
+		}
+	}
+	err := x.change(ctx, s, replicas, to, peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER)
+	if status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), ErrTargetCorrupt.Error()) {
+		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderRefused, to.ID, s, err)
+	}
+	return err
 }
 
 // CaughtUp implements catalog.Shards: the learner has applied at least the

@@ -129,8 +129,11 @@ func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSite
 func (g *Geo) checkRemovedSitesReachable(name string, sites []string) error {
 	cfg, _ := g.deps.Cluster.Config()
 	ks, ok := cfg.Keyspace(name)
-	if !ok {
-		return nil // the configuration answers
+	if !ok || name == cluster.DefaultKeyspace {
+		// The configuration answers: no such keyspace, or the default
+		// one, whose sites no change removes (advising --force would
+		// only lead to that refusal).
+		return nil
 	}
 	for _, site := range ks.Sites {
 		if site == g.deps.Site || slices.Contains(sites, site) {

@@ -602,6 +602,29 @@ func (g *Group) conclude(index uint64, mine storage.Digest, digests map[string]s
 	}
 }
 
+// DiffersFromMajority reports whether the last concluded consistency check
+// found node's replica with a digest that no majority of the group shares
+// (corrupt or suspect there): such a replica must not be given the
+// leadership, which it would hand over again at its next check.
+func (g *Group) DiffersFromMajority(node string) bool {
+	st := g.CheckStatus()
+	d, ok := st.Digests[node]
+	if !ok {
+		return false
+	}
+	cf := g.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	n := 0
+	for _, other := range st.Digests {
+		if other == d {
+			n++
+		}
+	}
+	return 2*n <= len(cf.Configuration().Servers)
+}
+
 // handOff moves the leadership of a leader that failed a consistency check
 // to a voter that agreed with the majority.
 func (g *Group) handOff() {

@@ -621,8 +621,11 @@ type ReplicaStatusResponse struct {
 	// Generation of the replica (docs/adr/014).
 	Generation uint64 `protobuf:"varint,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The replica's latest raft configuration, as it knows it.
-	Voters        []string `protobuf:"bytes,11,rep,name=voters,proto3" json:"voters,omitempty"`
-	Learners      []string `protobuf:"bytes,12,rep,name=learners,proto3" json:"learners,omitempty"`
+	Voters   []string `protobuf:"bytes,11,rep,name=voters,proto3" json:"voters,omitempty"`
+	Learners []string `protobuf:"bytes,12,rep,name=learners,proto3" json:"learners,omitempty"`
+	// The replica failed its group's last consistency check (corrupt or
+	// suspect): it serves no reads and must not be given the leadership.
+	FailedCheck   bool `protobuf:"varint,13,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +742,13 @@ func (x *ReplicaStatusResponse) GetLearners() []string {
 		return x.Learners
 	}
 	return nil
+}
+
+func (x *ReplicaStatusResponse) GetFailedCheck() bool {
+	if x != nil {
+		return x.FailedCheck
+	}
+	return false
 }
 
 type CatalogJoinRequest struct {
@@ -1910,7 +1920,7 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	"\x16ChangeReplicasResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
 	"\x14ReplicaStatusRequest\x120\n" +
-	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\xf6\x02\n" +
+	"\x05shard\x18\x01 \x01(\v2\x1a.causeway.peer.v1.ShardRefR\x05shard\"\x99\x03\n" +
 	"\x15ReplicaStatusResponse\x12\x16\n" +
 	"\x06hosted\x18\x01 \x01(\bR\x06hosted\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1928,7 +1938,8 @@ const file_peer_v1_node_proto_rawDesc = "" +
 	" \x01(\x04R\n" +
 	"generation\x12\x16\n" +
 	"\x06voters\x18\v \x03(\tR\x06voters\x12\x1a\n" +
-	"\blearners\x18\f \x03(\tR\blearners\"k\n" +
+	"\blearners\x18\f \x03(\tR\blearners\x12!\n" +
+	"\ffailed_check\x18\r \x01(\bR\vfailedCheck\"k\n" +
 	"\x12CatalogJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x1f\n" +
