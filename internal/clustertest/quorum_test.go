@@ -284,7 +284,7 @@ func TestShardRecoverRefusesAGroupThatIsNotLost(t *testing.T) {
 	}
 	check("healthy, dry run", codes.FailedPrecondition, "nothing to recover", 0, "n1", false)
 	check("healthy, forced", codes.FailedPrecondition, "nothing to recover", 0, "n2", true)
-	check("unknown node", codes.FailedPrecondition, "n9 holds no replica of default/0", 0, "n9", false)
+	check("unknown node", codes.NotFound, `unknown node "n9"`, 0, "n9", false)
 	check("no node", codes.InvalidArgument, "node_id is required", 0, "", false)
 	check("unknown shard", codes.NotFound, "unknown shard 99", 99, "n1", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
