@@ -85,3 +85,21 @@ func (c *Client) SetKeyspaceSites(ctx context.Context, name string, sites []stri
 	}
 	return resp.GetKeyspace(), nil
 }
+
+// RemoveSite removes a site that is gone for good from the cluster: from
+// the cluster configuration (its vote) and from every keyspace, the
+// default one included. Its name is never taken back, and a node of it
+// that comes back stops. The answering node refuses (FAILED_PRECONDITION)
+// a site it reaches, and its own.
+func (c *Client) RemoveSite(ctx context.Context, site string, opts ...Option) (*adminv1.RemoveSiteResponse, error) {
+	o := c.options(opts)
+	var resp *adminv1.RemoveSiteResponse
+	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
+		resp, err = c.geo[ep].RemoveSite(ctx, &adminv1.RemoveSiteRequest{Site: site})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: remove site: %w", err)
+	}
+	return resp, nil
+}

@@ -68,6 +68,7 @@ BITES=(
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
+  "site-gone|./internal/clustertest|^TestRemoveALostSite\$"
 )
 
 want=("$@")

@@ -195,6 +195,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.historyCommand(),
 		a.clusterCommand(),
 		a.keyspaceCommand(),
+		a.siteCommand(),
 		a.nodeCommand(),
 		a.shardCommand(),
 		a.adminCommand(),

@@ -87,6 +87,28 @@ func TestIntegrationSitesAndKeyspaces(t *testing.T) {
 	if r := run("keyspace", "set-sites", "default", "--sites", "s1"); r.code == ExitOK {
 		t.Fatalf("set-sites of the default keyspace: exit %d", r.code)
 	}
+
+	// site remove: a dry run without --force; refused for a site that
+	// answers, the asking node's own and an unknown one.
+	r = run("site", "remove", "s1")
+	if r.code != ExitNotForced || !strings.Contains(r.stdout, "dry run: removing site s1") || !strings.Contains(r.stdout, "refused as things are") ||
+		!strings.Contains(r.stderr, "run again with --force") {
+		t.Fatalf("site remove without --force: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run("site", "remove", "s1", "--force"); r.code != ExitError || !strings.Contains(r.stderr, "answers") {
+		t.Fatalf("site remove of a site that answers: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := run("site", "remove", "s2", "--force"); r.code != ExitError || !strings.Contains(r.stderr, "own site") {
+		t.Fatalf("site remove of the asking node's own site: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"site", "remove", "s9"}, {"site", "remove", "s9", "--force"}} {
+		if r := run(args...); r.code != ExitNotFound {
+			t.Fatalf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	if r := run("site", "remove"); r.code != ExitUsage {
+		t.Fatalf("site remove without a site: exit %d", r.code)
+	}
 }
 
 // TestIntegrationRepairAndDurability runs cluster repair (progress lines

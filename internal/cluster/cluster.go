@@ -8,11 +8,14 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -380,6 +383,17 @@ func (c *Cluster) SetKeyspaceSites(ctx context.Context, name string, sites []str
 	return c.change(ctx, Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: name, Sites: sites}})
 }
 
+// RemoveSite removes a site from the cluster for good through the leader
+// and returns the configuration after the change. The leader refuses to
+// remove its own site.
+func (c *Cluster) RemoveSite(ctx context.Context, site string) (Config, error) {
+	cfg, err := c.change(ctx, Command{Op: OpRemoveSite, Site: site})
+	if err == nil {
+		c.log.Warn("site removed from the cluster for good", "site", site, "version", cfg.Version, "sites", cfg.SiteNames())
+	}
+	return cfg, err
+}
+
 // change applies cmd through the leader, waiting for one while the group
 // has none, until ctx ends.
 func (c *Cluster) change(ctx context.Context, cmd Command) (Config, error) {
@@ -392,15 +406,25 @@ func (c *Cluster) change(ctx context.Context, cmd Command) (Config, error) {
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, deadline.Budget(ctx, 10*time.Second))
 	defer cancel()
+	retried := false
 	for {
 		cfg, err := c.Apply(wctx, data)
 		if err == nil {
 			c.observe(cfg)
 			return cfg, nil
 		}
+		if retried {
+			// An attempt that failed without an answer (a leader lost,
+			// a timeout) may have committed: a retry then finds its own
+			// change made.
+			if cfg, ok := c.madeAlready(wctx, cmd, err); ok {
+				return cfg, nil
+			}
+		}
 		if !errors.Is(err, ErrNoLeader) && wctx.Err() == nil {
 			return Config{}, err
 		}
+		retried = true
 		if serr := sleep(wctx, 100*time.Millisecond); serr != nil {
 			if ctx.Err() != nil {
 				return Config{}, ctx.Err()
@@ -410,12 +434,63 @@ func (c *Cluster) change(ctx context.Context, cmd Command) (Config, error) {
 	}
 }
 
+// madeAlready reports whether err, the refusal of a retried cmd, is that
+// of a change an earlier attempt made: a keyspace created as cmd creates
+// it, a site removed. It returns the configuration that shows it.
+func (c *Cluster) madeAlready(ctx context.Context, cmd Command, err error) (Config, bool) {
+	var ok func(Config) bool
+	switch {
+	case cmd.Op == OpCreateKeyspace && cmd.Keyspace != nil && errors.Is(err, ErrExists):
+		want := *cmd.Keyspace
+		ok = func(cfg Config) bool {
+			ks, found := cfg.Keyspaces[want.Name]
+			return found && ks.Shards == want.Shards && slices.Equal(ks.Sites, want.Sites)
+		}
+	case cmd.Op == OpRemoveSite && errors.Is(err, ErrNotFound):
+		ok = func(cfg Config) bool { _, removed := cfg.Removed[cmd.Site]; return removed }
+	default:
+		return Config{}, false
+	}
+	cfg, err := c.leaderConfig(ctx)
+	if err != nil || !ok(cfg) {
+		return Config{}, false
+	}
+	c.observe(cfg)
+	return cfg, true
+}
+
+// leaderConfig returns the leader's configuration: this node's when it
+// leads, else the leader's through Cluster.Config.
+func (c *Cluster) leaderConfig(ctx context.Context) (Config, error) {
+	if c.IsLeader() {
+		return c.fsm.config(), nil
+	}
+	_, addr := c.Leader()
+	if addr == "" {
+		return Config{}, ErrNoLeader
+	}
+	conn, err := c.deps.Conns.Conn(addr)
+	if err != nil {
+		return Config{}, err
+	}
+	resp, err := peerv1.NewClusterClient(conn).Config(ctx, &peerv1.ClusterConfigRequest{})
+	if err != nil {
+		return Config{}, err
+	}
+	return decodeConfig(resp.Config)
+}
+
 // Apply applies an encoded command (leader), or forwards it to the leader.
 func (c *Cluster) Apply(ctx context.Context, data []byte) (Config, error) {
 	if c.IsLeader() {
 		cmd, err := decodeCommand(data)
 		if err != nil {
 			return Config{}, err
+		}
+		if cmd.Op == OpRemoveSite && cmd.Site == c.opts.Self.Site {
+			// The site that leads the configuration answers: it is not
+			// lost, and its leader would remove itself from the group.
+			return Config{}, fmt.Errorf("%w: site %s leads the cluster configuration (node %s answers for it): a site that answers is not removed; stop its nodes first, or ask a node of another site once they are gone", ErrInvalid, cmd.Site, c.opts.Self.ID)
 		}
 		return c.propose(ctx, cmd)
 	}
@@ -541,6 +616,9 @@ func (c *Cluster) reconcile(ctx context.Context, cfg Config) error {
 	for _, s := range f.Configuration().Servers {
 		members[s.ID] = s
 	}
+	if err := c.removeSites(cfg, members); err != nil {
+		return err
+	}
 	for _, site := range cfg.SiteNames() {
 		for _, n := range cfg.Nodes(site) {
 			id, addr := ServerID(site, n.ID), raft.ServerAddress(n.PeerAddr)
@@ -583,6 +661,26 @@ func (c *Cluster) reconcile(ctx context.Context, cfg Config) error {
 				c.log.Info("node added to the cluster configuration group", "node", id)
 			}
 		}
+	}
+	return nil
+}
+
+// removeSites removes from the group's membership (members, updated) the
+// nodes of the sites cfg removed from the cluster: their site's vote no
+// longer counts towards the group's majority. This replica is never
+// removed (its leader refuses to remove its own site).
+func (c *Cluster) removeSites(cfg Config, members map[raft.ServerID]raft.Server) error {
+	self := ServerID(c.opts.Self.Site, c.opts.Self.ID)
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		site, _, _ := strings.Cut(string(id), "/")
+		if _, removed := cfg.Removed[site]; !removed || id == self {
+			continue
+		}
+		if err := c.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+			return fmt.Errorf("remove %s, of removed site %s: %w", id, site, err)
+		}
+		delete(members, id)
+		c.log.Info("removed a node of a removed site from the cluster configuration group", "node", id, "site", site)
 	}
 	return nil
 }
@@ -812,6 +910,11 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 		return err
 	}
 	next.Version = l.Index
+	if cmd.Op == OpRemoveSite {
+		r := next.Removed[cmd.Site]
+		r.Version = l.Index
+		next.Removed[cmd.Site] = r
+	}
 	f.cfg = next
 	f.mu.Unlock()
 	f.onChange(next)

@@ -29,6 +29,9 @@ var (
 	// ErrNoLeader: the configuration group has no leader this node can
 	// reach (a site cut off from the majority of sites).
 	ErrNoLeader = errors.New("cluster: no configuration leader")
+	// ErrSiteRemoved: the node's site was removed from the cluster for
+	// good.
+	ErrSiteRemoved = errors.New("cluster: site removed")
 	// ErrUnknownCommand: a committed command this build cannot interpret.
 	ErrUnknownCommand = errors.New("cluster: unknown command")
 )
@@ -38,6 +41,7 @@ const (
 	OpAddNode          = "add_node"
 	OpCreateKeyspace   = "create_keyspace"
 	OpSetKeyspaceSites = "set_keyspace_sites"
+	OpRemoveSite       = "remove_site"
 )
 
 // Command is one change of the configuration, as replicated (JSON).
@@ -63,6 +67,8 @@ type Command struct {
 	// Keyspace: OpCreateKeyspace (all fields), OpSetKeyspaceSites (name
 	// and sites).
 	Keyspace *Keyspace `json:"keyspace,omitempty"`
+	// Site is the site to remove: OpRemoveSite.
+	Site string `json:"site,omitempty"`
 }
 
 func encodeCommand(cmd Command) ([]byte, error) {
@@ -104,6 +110,8 @@ func Apply(c Config, cmd Command) (Config, error) {
 			return c, fmt.Errorf("%w: set keyspace sites: no keyspace", ErrInvalid)
 		}
 		return next, next.setKeyspaceSites(cmd.Keyspace.Name, cmd.Keyspace.Sites)
+	case OpRemoveSite:
+		return next, next.removeSite(cmd.Site)
 	}
 	return c, fmt.Errorf("%w: %q", ErrUnknownCommand, cmd.Op)
 }
@@ -123,6 +131,9 @@ func (c Config) Clone() Config {
 		ks.Sites = append([]string(nil), ks.Sites...)
 		out.Keyspaces[name] = ks
 	}
+	if len(c.Removed) > 0 {
+		out.Removed = maps.Clone(c.Removed)
+	}
 	return out
 }
 
@@ -139,6 +150,10 @@ func (c *Config) addNode(n Node, defaultShards uint32, incarnation uint64, repla
 			return fmt.Errorf("%w: default keyspace: %d shards (1 to %d)", ErrInvalid, defaultShards, MaxShards)
 		}
 		c.Keyspaces[DefaultKeyspace] = Keyspace{Name: DefaultKeyspace, Shards: defaultShards}
+	}
+	if r, ok := c.Removed[n.Site]; ok {
+		return fmt.Errorf("%w: site %s was removed from the cluster for good (configuration version %d, kvctl site remove), and its name is not taken back: node %s cannot join under it. Stop this kvd; to use the machine again, wipe its data directory and start it as a node of another site (a new site needs a name of its own)",
+			ErrExists, n.Site, r.Version, n.ID)
 	}
 	s, ok := c.Sites[n.Site]
 	if !ok {
@@ -214,13 +229,54 @@ func (c *Config) setKeyspaceSites(name string, sites []string) error {
 		return fmt.Errorf("%w: keyspace %s", ErrNotFound, placement.QuoteKeyspace(name))
 	}
 	if name == DefaultKeyspace {
-		return fmt.Errorf("%w: the default keyspace lives on every site of the cluster, and no command removes a site from the cluster: only keyspaces created with kvctl keyspace create can drop a site (see \"Removing a site from a keyspace\" in docs/operations.md)", ErrInvalid)
+		return fmt.Errorf("%w: the default keyspace lives on every site of the cluster: only keyspaces created with kvctl keyspace create can drop a site; a site gone for good leaves the cluster, and the default keyspace with it, by kvctl site remove (see \"Removing a site from the cluster\" in docs/operations.md)", ErrInvalid)
 	}
 	if err := c.checkSites(name, sites); err != nil {
 		return err
 	}
 	ks.Sites = append([]string(nil), sites...)
 	c.Keyspaces[name] = ks
+	return nil
+}
+
+// removeSite removes site from the cluster for good: from the sites, from
+// every keyspace's site list (the default keyspace's is every site), and
+// its name is recorded so that it is never taken back. A keyspace that
+// only site holds keeps it: removing the site would leave the keyspace
+// on no site.
+func (c *Config) removeSite(site string) error {
+	if r, ok := c.Removed[site]; ok {
+		return fmt.Errorf("%w: site %s was removed already (configuration version %d)", ErrNotFound, site, r.Version)
+	}
+	s, ok := c.Sites[site]
+	if !ok {
+		return fmt.Errorf("%w: site %q (the cluster has %s)", ErrNotFound, site, strings.Join(c.SiteNames(), ", "))
+	}
+	if len(c.Sites) == 1 {
+		return fmt.Errorf("%w: site %s is the cluster's only site", ErrInvalid, site)
+	}
+	var only []string
+	for _, name := range slices.Sorted(maps.Keys(c.Keyspaces)) {
+		if ks := c.Keyspaces[name]; name != DefaultKeyspace && slices.Equal(ks.Sites, []string{site}) {
+			only = append(only, name)
+		}
+	}
+	if len(only) > 0 {
+		return fmt.Errorf("%w: site %s is the only site of keyspace(s) %s: add another site to them first (kvctl keyspace set-sites NAME --sites ...)", ErrInvalid, site, strings.Join(only, ", "))
+	}
+	for name, ks := range c.Keyspaces {
+		if i := slices.Index(ks.Sites, site); i >= 0 {
+			ks.Sites = slices.Delete(slices.Clone(ks.Sites), i, i+1)
+			c.Keyspaces[name] = ks
+		}
+	}
+	delete(c.Sites, site)
+	if c.Removed == nil {
+		c.Removed = map[string]RemovedSite{}
+	}
+	// The version is the one this change will get: the caller sets it
+	// after Apply (fsm.Apply: the entry's index).
+	c.Removed[site] = RemovedSite{Incarnation: s.Incarnation}
 	return nil
 }
 
@@ -237,6 +293,9 @@ func (c *Config) checkSites(keyspace string, sites []string) error {
 			return fmt.Errorf("%w: keyspace %q: site %q listed twice", ErrInvalid, keyspace, s)
 		}
 		seen[s] = true
+		if r, ok := c.Removed[s]; ok {
+			return fmt.Errorf("%w: keyspace %q: site %s was removed from the cluster (configuration version %d)", ErrInvalid, keyspace, s, r.Version)
+		}
 		if _, ok := c.Sites[s]; !ok {
 			unknown = append(unknown, s)
 		}

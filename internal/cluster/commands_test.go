@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -204,5 +205,91 @@ func TestAddNodeReplaces(t *testing.T) {
 	}
 	if _, ok := cfg.Sites["s1"].Nodes["n1"]; ok || !cfg.Sites["s1"].Nodes["n5"].Voter {
 		t.Fatalf("n5 in place of the voter n1: %+v", cfg.Sites["s1"].Nodes)
+	}
+}
+
+func TestApplyRemoveSite(t *testing.T) {
+	cfg := Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}
+	apply := func(cmd Command) error {
+		t.Helper()
+		next, err := Apply(cfg, cmd)
+		if err == nil {
+			cfg = next
+		}
+		return err
+	}
+	for i, site := range []string{"s1", "s2", "s3"} {
+		if err := apply(Command{Op: OpAddNode, Node: &Node{ID: "n1", Site: site, PeerAddr: site + ":1"}, DefaultShards: 4, ClusterID: 7, Incarnation: uint64(10 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ks := range []Keyspace{{Name: "all", Shards: 2, Sites: []string{"s3", "s1", "s2"}}, {Name: "only3", Shards: 1, Sites: []string{"s3"}}, {Name: "other", Shards: 1, Sites: []string{"s1", "s2"}}} {
+		if err := apply(Command{Op: OpCreateKeyspace, Keyspace: &ks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A keyspace s3 holds alone would be left on no site.
+	if err := apply(Command{Op: OpRemoveSite, Site: "s3"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "only3") {
+		t.Fatalf("removing the only site of a keyspace: %v", err)
+	}
+	if _, ok := cfg.Sites["s3"]; !ok || cfg.Removed != nil {
+		t.Fatalf("a refused removal changed the configuration: %+v", cfg)
+	}
+	if err := apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "only3", Sites: []string{"s3", "s2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(Command{Op: OpRemoveSite, Site: "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.SiteNames(); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("sites after removing s3: %v", got)
+	}
+	for name, want := range map[string][]string{DefaultKeyspace: {"s1", "s2"}, "all": {"s1", "s2"}, "only3": {"s2"}, "other": {"s1", "s2"}} {
+		if ks, _ := cfg.Keyspace(name); !slices.Equal(ks.Sites, want) {
+			t.Errorf("keyspace %s on %v, want %v", name, ks.Sites, want)
+		}
+	}
+	if r, ok := cfg.Removed["s3"]; !ok || r.Incarnation != 12 {
+		t.Fatalf("removed sites: %+v", cfg.Removed)
+	}
+	if c := cfg.Clone(); c.Removed["s3"] != cfg.Removed["s3"] {
+		t.Fatalf("clone lost the removed sites: %+v", c.Removed)
+	}
+	// The name is never taken back: not by a node of the old incarnation,
+	// a new one, or a keyspace.
+	for _, inc := range []uint64{12, 99, 0} {
+		if err := apply(Command{Op: OpAddNode, Node: &Node{ID: "n9", Site: "s3", PeerAddr: "x:1"}, Incarnation: inc}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "removed from the cluster") {
+			t.Fatalf("a node of removed site s3 (incarnation %d): %v", inc, err)
+		}
+	}
+	if err := apply(Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "new", Shards: 1, Sites: []string{"s1", "s3"}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "removed") {
+		t.Fatalf("a keyspace on a removed site: %v", err)
+	}
+	if err := apply(Command{Op: OpRemoveSite, Site: "s3"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("removing s3 again: %v", err)
+	}
+	if err := apply(Command{Op: OpRemoveSite, Site: "s9"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("removing an unknown site: %v", err)
+	}
+	if err := apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "only3", Sites: []string{"s1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(Command{Op: OpRemoveSite, Site: "s2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(Command{Op: OpRemoveSite, Site: "s1"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("removing the last site: %v", err)
+	}
+	// The configuration keeps the removed sites across its encodings.
+	b, err := encodeState(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Removed) != 2 || back.Removed["s3"].Incarnation != 12 {
+		t.Fatalf("decoded removed sites: %+v", back.Removed)
 	}
 }

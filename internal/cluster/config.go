@@ -52,6 +52,19 @@ type Config struct {
 	ID        uint64              `json:"id,omitempty"`
 	Sites     map[string]Site     `json:"sites"`
 	Keyspaces map[string]Keyspace `json:"keyspaces"`
+	// Removed lists the sites removed from the cluster for good (kvctl
+	// site remove), by name, with the incarnation they had. Their names
+	// are never taken back: a site's writes are known by its name, and
+	// the removed site's may still be held, on its own disks or in
+	// flight.
+	Removed map[string]RemovedSite `json:"removed_sites,omitempty"`
+}
+
+// RemovedSite records a site removed from the cluster.
+type RemovedSite struct {
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Version is the configuration version that removed it.
+	Version uint64 `json:"version"`
 }
 
 // SiteNames lists the sites in join order.

@@ -215,8 +215,9 @@ type Service struct {
 	pingMu lockorder.Mutex      // rankPing
 	pings  map[string]pingState // per site; REQUIRES: pingMu
 
-	onReach   func(unreachable int) // see OnReach; set before Run
-	lastReach int                   // pingLoop's
+	onReach   func(unreachable int)                       // see OnReach; set before Run
+	onRemoved func(bySite, byNode string, version uint64) // see OnRemoved; set before Run
+	lastReach int                                         // pingLoop's
 }
 
 type pingState struct {
@@ -229,6 +230,12 @@ type pingState struct {
 // of other sites this node has not reached for three ping rounds changes
 // (the server announces it in gossip: docs/adr/031). Call it before Run.
 func (s *Service) OnReach(f func(unreachable int)) { s.onReach = f }
+
+// OnRemoved sets f to be called, from the ping loop, when a node of
+// another site answers that its cluster configuration removed this
+// node's site from the cluster for good (at configuration version
+// version). Call it before Run.
+func (s *Service) OnRemoved(f func(bySite, byNode string, version uint64)) { s.onRemoved = f }
 
 // New returns the service; Run starts its loops.
 func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, logger *slog.Logger, m *Metrics) *Service {
@@ -447,7 +454,7 @@ func (s *Service) proposeChain(ctx context.Context, g *shard.Group, sh placement
 		return fmt.Errorf("%s: setting the chain of sites %v: %w", sh, desired, err)
 	}
 	s.log.Info("shard chain set", "shard", sh.String(), "chain", desired, "was", old)
-	s.chainAdded(g, sh, old, desired)
+	s.chainChanged(g, sh, old, desired)
 	return nil
 }
 
@@ -517,16 +524,30 @@ func (s *Service) EnsureChain(ctx context.Context, sh placement.Shard, g *shard.
 	return s.proposeChain(ctx, g, sh, old, ks.Sites)
 }
 
-// chainAdded brings the sites added to a shard's chain up to date by
+// chainChanged brings the sites added to a shard's chain up to date by
 // anti-entropy (what was written before they joined is in no outbound
 // log). Versions not yet globally stable when the site joined (written
 // while the shard had no chain, or while the site was not in it) are
 // held back by a stable repair; it runs again until none is, as the new
 // chain's progress makes them stable: no chain brings them to the site.
-func (s *Service) chainAdded(g *shard.Group, sh placement.Shard, old, chain []string) {
+// When a site left the chain, it compares with the remaining sites once.
+func (s *Service) chainChanged(g *shard.Group, sh placement.Shard, old, chain []string) {
 	for _, site := range chain {
 		if site != s.cfg.Site && !slices.Contains(old, site) {
 			s.launchRepairUntilSent(s.detached, g, sh, site, "site joined the chain")
+		}
+	}
+	// A site that left the chain (taken out of the keyspace, or removed
+	// from the cluster) no longer has a chain for its writes: those that
+	// reached this site and not yet the next ones would wait for the
+	// periodic anti-entropy. Compare with the other sites once now (a
+	// stable repair sends an origin that left the keyspace in full).
+	left := slices.ContainsFunc(old, func(site string) bool { return !slices.Contains(chain, site) })
+	if left && len(chain) >= 2 {
+		for _, site := range chain {
+			if site != s.cfg.Site && slices.Contains(old, site) {
+				s.repairDetached(g, sh, site, repairStable, "a site left the chain")
+			}
 		}
 	}
 }

@@ -352,6 +352,14 @@ func (s *Service) Repair(ctx context.Context, req *peerv1.RepairShardRequest) (*
 }
 
 // Ping implements peerv1.ChainServer.
-func (s *Service) Ping(context.Context, *peerv1.PingRequest) (*peerv1.PingResponse, error) {
-	return &peerv1.PingResponse{Site: s.cfg.Site, NodeId: s.cfg.NodeID}, nil
+func (s *Service) Ping(_ context.Context, req *peerv1.PingRequest) (*peerv1.PingResponse, error) {
+	resp := &peerv1.PingResponse{Site: s.cfg.Site, NodeId: s.cfg.NodeID}
+	cfg, _ := s.configs()
+	if r, ok := cfg.Removed[req.GetFromSite()]; ok {
+		// A node of a site removed for good that came back (a partition
+		// healed, a machine restarted on its disks): tell it, and it
+		// stops (OnRemoved).
+		resp.SiteRemoved, resp.RemovedVersion = true, r.Version
+	}
+	return resp, nil
 }

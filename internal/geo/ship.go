@@ -470,10 +470,15 @@ func (s *Service) pingLoop(ctx context.Context) {
 			}
 			s.spawn(func() {
 				start := time.Now()
+				var resp *peerv1.PingResponse
 				err := s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
-					_, err := c.Ping(ctx, &peerv1.PingRequest{FromSite: s.cfg.Site})
+					var err error
+					resp, err = c.Ping(ctx, &peerv1.PingRequest{FromSite: s.cfg.Site})
 					return err
 				})
+				if err == nil && resp.GetSiteRemoved() && s.onRemoved != nil {
+					s.onRemoved(resp.GetSite(), resp.GetNodeId(), resp.GetRemovedVersion())
+				}
 				rtt := time.Since(start)
 				s.pingMu.Lock()
 				ps := s.pings[site]
@@ -502,6 +507,25 @@ func (s *Service) pingLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// unreached returns how long pings to site have failed, once they have
+// failed for three ping rounds (0 before, or if a ping reached it since).
+func (s *Service) unreached(site string) time.Duration {
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
+	ps, ok := s.pings[site]
+	if site == s.cfg.Site || !ok || ps.firstTry.IsZero() {
+		return 0
+	}
+	since := ps.lastOK
+	if since.IsZero() {
+		since = ps.firstTry
+	}
+	if d := time.Since(since); d > 3*s.cfg.PingEvery {
+		return d
+	}
+	return 0
 }
 
 // unreachableSites counts the other sites of sites that no ping has

@@ -2,6 +2,7 @@ package geo
 
 import (
 	"context"
+	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/rpc"
@@ -25,6 +26,9 @@ func (a Status) Lag(site string) rpc.SiteLag {
 	}
 	return rpc.SiteLag{State: state, RTTSeconds: rtt.Seconds(), LagSeconds: sec, LagEntries: n}
 }
+
+// Unreached implements rpc.ChainStatus.
+func (a Status) Unreached(site string) time.Duration { return a.S.unreached(site) }
 
 // Repair implements rpc.ChainStatus.
 func (a Status) Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error {

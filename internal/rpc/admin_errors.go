@@ -35,6 +35,13 @@ var (
 	// ErrSiteUnreachable: a keyspace change would remove a site that this
 	// node cannot reach (Geo.SetKeyspaceSites without force).
 	ErrSiteUnreachable = errors.New("admin: a site to remove from the keyspace is unreachable")
+	// ErrSiteRequired: the request names no site.
+	ErrSiteRequired = errors.New("admin: site is required")
+	// ErrNoSite: the cluster configuration has no such site.
+	ErrNoSite = errors.New("admin: no such site")
+	// ErrSiteReachable: a site to remove from the cluster answers the
+	// serving node, or is its own (Geo.RemoveSite).
+	ErrSiteReachable = errors.New("admin: the site to remove from the cluster answers")
 	// ErrNoDebugFaults: the debug partition commands need a node started
 	// with --debug-faults.
 	ErrNoDebugFaults = errors.New("admin: start kvd with --debug-faults (test and demo only)")
@@ -58,6 +65,9 @@ var adminCodeTable = []struct {
 	{ErrNoKeyspace, codes.NotFound},
 	{ErrNoDebugFaults, codes.FailedPrecondition},
 	{ErrSiteUnreachable, codes.FailedPrecondition},
+	{ErrSiteRequired, codes.InvalidArgument},
+	{ErrNoSite, codes.NotFound},
+	{ErrSiteReachable, codes.FailedPrecondition},
 	{catalog.ErrUnknownShard, codes.NotFound},
 	{catalog.ErrNotReplica, codes.FailedPrecondition},
 	{catalog.ErrNodeDown, codes.FailedPrecondition},

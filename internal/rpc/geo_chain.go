@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/router"
@@ -25,6 +26,10 @@ type SiteLag struct {
 // anti-entropy (internal/geo).
 type ChainStatus interface {
 	Lag(site string) SiteLag
+	// Unreached returns how long this node has tried to reach site and
+	// failed (0: it reached the site within the last ping rounds, or has
+	// not tried for that long).
+	Unreached(site string) time.Duration
 	// Repair runs anti-entropy for keyspace (every keyspace if empty),
 	// or one shard of it, calling progress after each shard.
 	Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error

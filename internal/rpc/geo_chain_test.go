@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -17,7 +18,8 @@ import (
 // fakeChain is a ChainStatus whose Repair fails with err.
 type fakeChain struct{ err error }
 
-func (fakeChain) Lag(string) SiteLag { return SiteLag{} }
+func (fakeChain) Lag(string) SiteLag             { return SiteLag{} }
+func (fakeChain) Unreached(string) time.Duration { return 0 }
 func (c fakeChain) Repair(context.Context, string, *uint32, func(*adminv1.RepairProgress)) error {
 	return c.err
 }

@@ -6,6 +6,8 @@ import (
 
 	"context"
 	"sort"
+	"strings"
+	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	"github.com/causeway-db/causeway/internal/cluster"
@@ -22,6 +24,9 @@ type ClusterConfig interface {
 	// its leader and return the configuration after the change.
 	CreateKeyspace(ctx context.Context, ks cluster.Keyspace) (cluster.Config, error)
 	SetKeyspaceSites(ctx context.Context, name string, sites []string) (cluster.Config, error)
+	// RemoveSite removes a site from the cluster for good through the
+	// leader and returns the configuration after the change.
+	RemoveSite(ctx context.Context, site string) (cluster.Config, error)
 }
 
 // Sites implements adminv1.GeoServer.
@@ -148,6 +153,40 @@ func (g *Geo) checkRemovedSitesReachable(name string, sites []string) error {
 		}
 	}
 	return nil
+}
+
+// RemoveSite implements adminv1.GeoServer.
+func (g *Geo) RemoveSite(ctx context.Context, req *adminv1.RemoveSiteRequest) (*adminv1.RemoveSiteResponse, error) {
+	if g.deps.Cluster == nil {
+		return nil, adminStatus(ErrNoClusterConfig)
+	}
+	if req.Site == "" {
+		return nil, adminStatus(fmt.Errorf("%w: name the site to remove", ErrSiteRequired))
+	}
+	cfg, _ := g.deps.Cluster.Config()
+	if r, ok := cfg.Removed[req.Site]; ok {
+		return nil, adminStatus(fmt.Errorf("%w: site %s was removed already (configuration version %d)", ErrNoSite, req.Site, r.Version))
+	}
+	if _, ok := cfg.Sites[req.Site]; !ok {
+		return nil, adminStatus(fmt.Errorf("%w: %q (the cluster's sites: %s)", ErrNoSite, req.Site, strings.Join(cfg.SiteNames(), ", ")))
+	}
+	if req.Site == g.deps.Site {
+		return nil, adminStatus(fmt.Errorf("%w: site %s is this node's own site: a site that answers is not removed; ask a node of another site once its nodes are gone", ErrSiteReachable, req.Site))
+	}
+	if !guards.Off(guards.SiteGone) {
+		var gone time.Duration
+		if g.deps.Chain != nil {
+			gone = g.deps.Chain.Unreached(req.Site)
+		}
+		if gone == 0 {
+			return nil, adminStatus(fmt.Errorf("%w: site %s answers this node, or did within the last few seconds: only a site gone for good is removed (its nodes would go on serving clients, their writes taken by no other site). To retire a running site, take it out of every keyspace (kvctl keyspace set-sites), stop its nodes, then remove it", ErrSiteReachable, req.Site))
+		}
+	}
+	next, err := g.deps.Cluster.RemoveSite(ctx, req.Site)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &adminv1.RemoveSiteResponse{ConfigVersion: next.Version, Sites: next.SiteNames()}, nil
 }
 
 func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {

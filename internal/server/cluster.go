@@ -92,6 +92,11 @@ func (s *Server) followCluster() {
 	go func() {
 		defer s.wg.Done()
 		for {
+			if own, _ := s.cluster.Config(); own.Removed != nil {
+				if r, ok := own.Removed[s.cfg.Site]; ok {
+					s.siteRemoved("the cluster configuration", r.Version)
+				}
+			}
 			cfg, changed := s.clusterConfig()
 			held, elsewhere := s.siteKeyspaces(cfg)
 			s.router.SetKeyspaces(held, elsewhere)
@@ -178,6 +183,13 @@ func (d clusterDeps) SetKeyspaceSites(ctx context.Context, name string, sites []
 		return cluster.Config{}, fmt.Errorf("%w: the node runs on a fixed cluster configuration", cluster.ErrInvalid)
 	}
 	return d.s.cluster.SetKeyspaceSites(ctx, name, sites)
+}
+
+func (d clusterDeps) RemoveSite(ctx context.Context, site string) (cluster.Config, error) {
+	if d.s.cfg.FixedCluster != nil {
+		return cluster.Config{}, fmt.Errorf("%w: the node runs on a fixed cluster configuration", cluster.ErrInvalid)
+	}
+	return d.s.cluster.RemoveSite(ctx, site)
 }
 
 // Leader returns the configuration group's leader (site/node) and its

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
@@ -58,6 +59,17 @@ func (s *Server) unheard() string {
 	return strings.Join(why, ", and ")
 }
 
+// siteRemoved stops the node when a node of another site answers that its
+// cluster configuration removed this node's site from the cluster for
+// good (kvctl site remove, docs/adr/035): the site came back after it was
+// given up, and must not serve clients or take writes that no other site
+// will ever take.
+func (s *Server) siteRemoved(by string, version uint64) {
+	s.fail(fmt.Errorf("%w: site %s was removed from the cluster for good (configuration version %d; told by %s): the other sites no longer take its writes, and its name is not taken back. "+
+		"Stop this kvd and wipe its data directory (%s); to use the machine again, start it on the empty directory as a node of a site of another name; see \"Removing a site from the cluster\" in docs/operations.md",
+		cluster.ErrSiteRemoved, s.cfg.Site, version, by, s.cfg.DataDir))
+}
+
 // startGeo starts the chains of sites and registers their services: the
 // peer Chain service, the admin Geo service, and the durability waits of
 // SITES(n) and ALL writes.
@@ -68,6 +80,9 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 	s.router.SetDurability(s.geo)
 	s.geo.OnReach(func(n int) {
 		s.updateMeta("the unreachable site count", func(m *membership.Meta) { m.Unreachable = uint8(min(n, 255)) })
+	})
+	s.geo.OnRemoved(func(bySite, byNode string, version uint64) {
+		s.siteRemoved(fmt.Sprintf("node %s of site %s", byNode, bySite), version)
 	})
 	peerv1.RegisterChainServer(s.peer, s.geo)
 	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults(), Unheard: s.unheard}, m))

@@ -664,6 +664,104 @@ func (x *SetKeyspaceSitesRequest) GetForce() bool {
 	return false
 }
 
+type RemoveSiteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Site          string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSiteRequest) Reset() {
+	*x = RemoveSiteRequest{}
+	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSiteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSiteRequest) ProtoMessage() {}
+
+func (x *RemoveSiteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSiteRequest.ProtoReflect.Descriptor instead.
+func (*RemoveSiteRequest) Descriptor() ([]byte, []int) {
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RemoveSiteRequest) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+type RemoveSiteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configuration version that records the removal.
+	ConfigVersion uint64 `protobuf:"varint,1,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// The cluster's sites after it.
+	Sites         []string `protobuf:"bytes,2,rep,name=sites,proto3" json:"sites,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSiteResponse) Reset() {
+	*x = RemoveSiteResponse{}
+	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSiteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSiteResponse) ProtoMessage() {}
+
+func (x *RemoveSiteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSiteResponse.ProtoReflect.Descriptor instead.
+func (*RemoveSiteResponse) Descriptor() ([]byte, []int) {
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RemoveSiteResponse) GetConfigVersion() uint64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *RemoveSiteResponse) GetSites() []string {
+	if x != nil {
+		return x.Sites
+	}
+	return nil
+}
+
 type RepairRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -676,7 +774,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	mi := &file_admin_v1_geo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +786,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	mi := &file_admin_v1_geo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +799,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{11}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RepairRequest) GetKeyspace() string {
@@ -748,7 +846,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	mi := &file_admin_v1_geo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +858,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	mi := &file_admin_v1_geo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +871,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{12}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RepairProgress) GetKeyspace() string {
@@ -855,7 +953,7 @@ type DebugPartitionRequest struct {
 
 func (x *DebugPartitionRequest) Reset() {
 	*x = DebugPartitionRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[13]
+	mi := &file_admin_v1_geo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +965,7 @@ func (x *DebugPartitionRequest) String() string {
 func (*DebugPartitionRequest) ProtoMessage() {}
 
 func (x *DebugPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[13]
+	mi := &file_admin_v1_geo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +978,7 @@ func (x *DebugPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DebugPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{13}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DebugPartitionRequest) GetSite() string {
@@ -899,7 +997,7 @@ type DebugPartitionResponse struct {
 
 func (x *DebugPartitionResponse) Reset() {
 	*x = DebugPartitionResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[14]
+	mi := &file_admin_v1_geo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1009,7 @@ func (x *DebugPartitionResponse) String() string {
 func (*DebugPartitionResponse) ProtoMessage() {}
 
 func (x *DebugPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[14]
+	mi := &file_admin_v1_geo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1022,7 @@ func (x *DebugPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DebugPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{14}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DebugPartitionResponse) GetPartitionedSites() []string {
@@ -942,7 +1040,7 @@ type DebugHealRequest struct {
 
 func (x *DebugHealRequest) Reset() {
 	*x = DebugHealRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[15]
+	mi := &file_admin_v1_geo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1052,7 @@ func (x *DebugHealRequest) String() string {
 func (*DebugHealRequest) ProtoMessage() {}
 
 func (x *DebugHealRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[15]
+	mi := &file_admin_v1_geo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1065,7 @@ func (x *DebugHealRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugHealRequest.ProtoReflect.Descriptor instead.
 func (*DebugHealRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{15}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{17}
 }
 
 type DebugHealResponse struct {
@@ -978,7 +1076,7 @@ type DebugHealResponse struct {
 
 func (x *DebugHealResponse) Reset() {
 	*x = DebugHealResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[16]
+	mi := &file_admin_v1_geo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1088,7 @@ func (x *DebugHealResponse) String() string {
 func (*DebugHealResponse) ProtoMessage() {}
 
 func (x *DebugHealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[16]
+	mi := &file_admin_v1_geo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1101,7 @@ func (x *DebugHealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugHealResponse.ProtoReflect.Descriptor instead.
 func (*DebugHealResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{16}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{18}
 }
 
 var File_admin_v1_geo_proto protoreflect.FileDescriptor
@@ -1055,7 +1153,12 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"\x17SetKeyspaceSitesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05sites\x18\x02 \x03(\tR\x05sites\x12\x14\n" +
-	"\x05force\x18\x03 \x01(\bR\x05force\"^\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"'\n" +
+	"\x11RemoveSiteRequest\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\"Q\n" +
+	"\x12RemoveSiteResponse\x12%\n" +
+	"\x0econfig_version\x18\x01 \x01(\x04R\rconfigVersion\x12\x14\n" +
+	"\x05sites\x18\x02 \x03(\tR\x05sites\"^\n" +
 	"\rRepairRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x1b\n" +
 	"\thas_shard\x18\x02 \x01(\bR\bhasShard\x12\x14\n" +
@@ -1078,13 +1181,15 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"\x16DebugPartitionResponse\x12+\n" +
 	"\x11partitioned_sites\x18\x01 \x03(\tR\x10partitionedSites\"\x12\n" +
 	"\x10DebugHealRequest\"\x13\n" +
-	"\x11DebugHealResponse2\xe6\x05\n" +
+	"\x11DebugHealResponse2\xc1\x06\n" +
 	"\x03Geo\x12J\n" +
 	"\x05Sites\x12\x1f.causeway.admin.v1.SitesRequest\x1a .causeway.admin.v1.SitesResponse\x12_\n" +
 	"\x0eCreateKeyspace\x12(.causeway.admin.v1.CreateKeyspaceRequest\x1a#.causeway.admin.v1.KeyspaceResponse\x12b\n" +
 	"\rListKeyspaces\x12'.causeway.admin.v1.ListKeyspacesRequest\x1a(.causeway.admin.v1.ListKeyspacesResponse\x12Y\n" +
 	"\vGetKeyspace\x12%.causeway.admin.v1.GetKeyspaceRequest\x1a#.causeway.admin.v1.KeyspaceResponse\x12c\n" +
-	"\x10SetKeyspaceSites\x12*.causeway.admin.v1.SetKeyspaceSitesRequest\x1a#.causeway.admin.v1.KeyspaceResponse\x12O\n" +
+	"\x10SetKeyspaceSites\x12*.causeway.admin.v1.SetKeyspaceSitesRequest\x1a#.causeway.admin.v1.KeyspaceResponse\x12Y\n" +
+	"\n" +
+	"RemoveSite\x12$.causeway.admin.v1.RemoveSiteRequest\x1a%.causeway.admin.v1.RemoveSiteResponse\x12O\n" +
 	"\x06Repair\x12 .causeway.admin.v1.RepairRequest\x1a!.causeway.admin.v1.RepairProgress0\x01\x12e\n" +
 	"\x0eDebugPartition\x12(.causeway.admin.v1.DebugPartitionRequest\x1a).causeway.admin.v1.DebugPartitionResponse\x12V\n" +
 	"\tDebugHeal\x12#.causeway.admin.v1.DebugHealRequest\x1a$.causeway.admin.v1.DebugHealResponseB<Z:github.com/causeway-db/causeway/api/proto/admin/v1;adminv1b\x06proto3"
@@ -1101,7 +1206,7 @@ func file_admin_v1_geo_proto_rawDescGZIP() []byte {
 	return file_admin_v1_geo_proto_rawDescData
 }
 
-var file_admin_v1_geo_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_admin_v1_geo_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_admin_v1_geo_proto_goTypes = []any{
 	(*SitesRequest)(nil),            // 0: causeway.admin.v1.SitesRequest
 	(*SiteNode)(nil),                // 1: causeway.admin.v1.SiteNode
@@ -1114,12 +1219,14 @@ var file_admin_v1_geo_proto_goTypes = []any{
 	(*ListKeyspacesResponse)(nil),   // 8: causeway.admin.v1.ListKeyspacesResponse
 	(*GetKeyspaceRequest)(nil),      // 9: causeway.admin.v1.GetKeyspaceRequest
 	(*SetKeyspaceSitesRequest)(nil), // 10: causeway.admin.v1.SetKeyspaceSitesRequest
-	(*RepairRequest)(nil),           // 11: causeway.admin.v1.RepairRequest
-	(*RepairProgress)(nil),          // 12: causeway.admin.v1.RepairProgress
-	(*DebugPartitionRequest)(nil),   // 13: causeway.admin.v1.DebugPartitionRequest
-	(*DebugPartitionResponse)(nil),  // 14: causeway.admin.v1.DebugPartitionResponse
-	(*DebugHealRequest)(nil),        // 15: causeway.admin.v1.DebugHealRequest
-	(*DebugHealResponse)(nil),       // 16: causeway.admin.v1.DebugHealResponse
+	(*RemoveSiteRequest)(nil),       // 11: causeway.admin.v1.RemoveSiteRequest
+	(*RemoveSiteResponse)(nil),      // 12: causeway.admin.v1.RemoveSiteResponse
+	(*RepairRequest)(nil),           // 13: causeway.admin.v1.RepairRequest
+	(*RepairProgress)(nil),          // 14: causeway.admin.v1.RepairProgress
+	(*DebugPartitionRequest)(nil),   // 15: causeway.admin.v1.DebugPartitionRequest
+	(*DebugPartitionResponse)(nil),  // 16: causeway.admin.v1.DebugPartitionResponse
+	(*DebugHealRequest)(nil),        // 17: causeway.admin.v1.DebugHealRequest
+	(*DebugHealResponse)(nil),       // 18: causeway.admin.v1.DebugHealResponse
 }
 var file_admin_v1_geo_proto_depIdxs = []int32{
 	1,  // 0: causeway.admin.v1.SiteInfo.nodes:type_name -> causeway.admin.v1.SiteNode
@@ -1131,19 +1238,21 @@ var file_admin_v1_geo_proto_depIdxs = []int32{
 	7,  // 6: causeway.admin.v1.Geo.ListKeyspaces:input_type -> causeway.admin.v1.ListKeyspacesRequest
 	9,  // 7: causeway.admin.v1.Geo.GetKeyspace:input_type -> causeway.admin.v1.GetKeyspaceRequest
 	10, // 8: causeway.admin.v1.Geo.SetKeyspaceSites:input_type -> causeway.admin.v1.SetKeyspaceSitesRequest
-	11, // 9: causeway.admin.v1.Geo.Repair:input_type -> causeway.admin.v1.RepairRequest
-	13, // 10: causeway.admin.v1.Geo.DebugPartition:input_type -> causeway.admin.v1.DebugPartitionRequest
-	15, // 11: causeway.admin.v1.Geo.DebugHeal:input_type -> causeway.admin.v1.DebugHealRequest
-	3,  // 12: causeway.admin.v1.Geo.Sites:output_type -> causeway.admin.v1.SitesResponse
-	6,  // 13: causeway.admin.v1.Geo.CreateKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
-	8,  // 14: causeway.admin.v1.Geo.ListKeyspaces:output_type -> causeway.admin.v1.ListKeyspacesResponse
-	6,  // 15: causeway.admin.v1.Geo.GetKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
-	6,  // 16: causeway.admin.v1.Geo.SetKeyspaceSites:output_type -> causeway.admin.v1.KeyspaceResponse
-	12, // 17: causeway.admin.v1.Geo.Repair:output_type -> causeway.admin.v1.RepairProgress
-	14, // 18: causeway.admin.v1.Geo.DebugPartition:output_type -> causeway.admin.v1.DebugPartitionResponse
-	16, // 19: causeway.admin.v1.Geo.DebugHeal:output_type -> causeway.admin.v1.DebugHealResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
+	11, // 9: causeway.admin.v1.Geo.RemoveSite:input_type -> causeway.admin.v1.RemoveSiteRequest
+	13, // 10: causeway.admin.v1.Geo.Repair:input_type -> causeway.admin.v1.RepairRequest
+	15, // 11: causeway.admin.v1.Geo.DebugPartition:input_type -> causeway.admin.v1.DebugPartitionRequest
+	17, // 12: causeway.admin.v1.Geo.DebugHeal:input_type -> causeway.admin.v1.DebugHealRequest
+	3,  // 13: causeway.admin.v1.Geo.Sites:output_type -> causeway.admin.v1.SitesResponse
+	6,  // 14: causeway.admin.v1.Geo.CreateKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
+	8,  // 15: causeway.admin.v1.Geo.ListKeyspaces:output_type -> causeway.admin.v1.ListKeyspacesResponse
+	6,  // 16: causeway.admin.v1.Geo.GetKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
+	6,  // 17: causeway.admin.v1.Geo.SetKeyspaceSites:output_type -> causeway.admin.v1.KeyspaceResponse
+	12, // 18: causeway.admin.v1.Geo.RemoveSite:output_type -> causeway.admin.v1.RemoveSiteResponse
+	14, // 19: causeway.admin.v1.Geo.Repair:output_type -> causeway.admin.v1.RepairProgress
+	16, // 20: causeway.admin.v1.Geo.DebugPartition:output_type -> causeway.admin.v1.DebugPartitionResponse
+	18, // 21: causeway.admin.v1.Geo.DebugHeal:output_type -> causeway.admin.v1.DebugHealResponse
+	13, // [13:22] is the sub-list for method output_type
+	4,  // [4:13] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1160,7 +1269,7 @@ func file_admin_v1_geo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_v1_geo_proto_rawDesc), len(file_admin_v1_geo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

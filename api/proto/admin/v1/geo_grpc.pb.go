@@ -24,6 +24,7 @@ const (
 	Geo_ListKeyspaces_FullMethodName    = "/causeway.admin.v1.Geo/ListKeyspaces"
 	Geo_GetKeyspace_FullMethodName      = "/causeway.admin.v1.Geo/GetKeyspace"
 	Geo_SetKeyspaceSites_FullMethodName = "/causeway.admin.v1.Geo/SetKeyspaceSites"
+	Geo_RemoveSite_FullMethodName       = "/causeway.admin.v1.Geo/RemoveSite"
 	Geo_Repair_FullMethodName           = "/causeway.admin.v1.Geo/Repair"
 	Geo_DebugPartition_FullMethodName   = "/causeway.admin.v1.Geo/DebugPartition"
 	Geo_DebugHeal_FullMethodName        = "/causeway.admin.v1.Geo/DebugHeal"
@@ -51,6 +52,15 @@ type GeoClient interface {
 	// SetKeyspaceSites changes the sites that hold a keyspace (its chain
 	// order is the list's order).
 	SetKeyspaceSites(ctx context.Context, in *SetKeyspaceSitesRequest, opts ...grpc.CallOption) (*KeyspaceResponse, error)
+	// RemoveSite removes a site that is gone for good from the cluster: from
+	// the cluster configuration and its group (the site's vote), from every
+	// keyspace's site list, the default keyspace's included. Its name is
+	// never taken back, and a node of it that comes back stops. It fails
+	// with NOT_FOUND (no such site, or removed already), FAILED_PRECONDITION
+	// (the serving node reaches the site, or it is the serving node's own
+	// site), INVALID_ARGUMENT (the only site of a keyspace, or of the
+	// cluster) or UNAVAILABLE (no cluster configuration leader).
+	RemoveSite(ctx context.Context, in *RemoveSiteRequest, opts ...grpc.CallOption) (*RemoveSiteResponse, error)
 	// Repair runs anti-entropy now between this site and the others for a
 	// keyspace (every keyspace if empty) or one shard of it, streaming
 	// progress.
@@ -121,6 +131,16 @@ func (c *geoClient) SetKeyspaceSites(ctx context.Context, in *SetKeyspaceSitesRe
 	return out, nil
 }
 
+func (c *geoClient) RemoveSite(ctx context.Context, in *RemoveSiteRequest, opts ...grpc.CallOption) (*RemoveSiteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveSiteResponse)
+	err := c.cc.Invoke(ctx, Geo_RemoveSite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *geoClient) Repair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RepairProgress], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Geo_ServiceDesc.Streams[0], Geo_Repair_FullMethodName, cOpts...)
@@ -182,6 +202,15 @@ type GeoServer interface {
 	// SetKeyspaceSites changes the sites that hold a keyspace (its chain
 	// order is the list's order).
 	SetKeyspaceSites(context.Context, *SetKeyspaceSitesRequest) (*KeyspaceResponse, error)
+	// RemoveSite removes a site that is gone for good from the cluster: from
+	// the cluster configuration and its group (the site's vote), from every
+	// keyspace's site list, the default keyspace's included. Its name is
+	// never taken back, and a node of it that comes back stops. It fails
+	// with NOT_FOUND (no such site, or removed already), FAILED_PRECONDITION
+	// (the serving node reaches the site, or it is the serving node's own
+	// site), INVALID_ARGUMENT (the only site of a keyspace, or of the
+	// cluster) or UNAVAILABLE (no cluster configuration leader).
+	RemoveSite(context.Context, *RemoveSiteRequest) (*RemoveSiteResponse, error)
 	// Repair runs anti-entropy now between this site and the others for a
 	// keyspace (every keyspace if empty) or one shard of it, streaming
 	// progress.
@@ -216,6 +245,9 @@ func (UnimplementedGeoServer) GetKeyspace(context.Context, *GetKeyspaceRequest) 
 }
 func (UnimplementedGeoServer) SetKeyspaceSites(context.Context, *SetKeyspaceSitesRequest) (*KeyspaceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetKeyspaceSites not implemented")
+}
+func (UnimplementedGeoServer) RemoveSite(context.Context, *RemoveSiteRequest) (*RemoveSiteResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveSite not implemented")
 }
 func (UnimplementedGeoServer) Repair(*RepairRequest, grpc.ServerStreamingServer[RepairProgress]) error {
 	return status.Errorf(codes.Unimplemented, "method Repair not implemented")
@@ -337,6 +369,24 @@ func _Geo_SetKeyspaceSites_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Geo_RemoveSite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveSiteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GeoServer).RemoveSite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Geo_RemoveSite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GeoServer).RemoveSite(ctx, req.(*RemoveSiteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Geo_Repair_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(RepairRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -410,6 +460,10 @@ var Geo_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetKeyspaceSites",
 			Handler:    _Geo_SetKeyspaceSites_Handler,
+		},
+		{
+			MethodName: "RemoveSite",
+			Handler:    _Geo_RemoveSite_Handler,
 		},
 		{
 			MethodName: "DebugPartition",

@@ -674,11 +674,16 @@ func (x *PingRequest) GetFromSite() string {
 }
 
 type PingResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Site          string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Site   string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	NodeId string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Set when the cluster configuration of the answering node removed the
+	// asking site from the cluster for good (kvctl site remove), at
+	// configuration version removed_version: the asking node stops.
+	SiteRemoved    bool   `protobuf:"varint,3,opt,name=site_removed,json=siteRemoved,proto3" json:"site_removed,omitempty"`
+	RemovedVersion uint64 `protobuf:"varint,4,opt,name=removed_version,json=removedVersion,proto3" json:"removed_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PingResponse) Reset() {
@@ -723,6 +728,20 @@ func (x *PingResponse) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *PingResponse) GetSiteRemoved() bool {
+	if x != nil {
+		return x.SiteRemoved
+	}
+	return false
+}
+
+func (x *PingResponse) GetRemovedVersion() uint64 {
+	if x != nil {
+		return x.RemovedVersion
+	}
+	return 0
 }
 
 var File_peer_v1_chain_proto protoreflect.FileDescriptor
@@ -776,10 +795,12 @@ const file_peer_v1_chain_proto_rawDesc = "" +
 	"\x13RepairShardResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\x04R\aapplied\"*\n" +
 	"\vPingRequest\x12\x1b\n" +
-	"\tfrom_site\x18\x01 \x01(\tR\bfromSite\";\n" +
+	"\tfrom_site\x18\x01 \x01(\tR\bfromSite\"\x87\x01\n" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId2\xa1\x03\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12!\n" +
+	"\fsite_removed\x18\x03 \x01(\bR\vsiteRemoved\x12'\n" +
+	"\x0fremoved_version\x18\x04 \x01(\x04R\x0eremovedVersion2\xa1\x03\n" +
 	"\x05Chain\x12E\n" +
 	"\x04Ship\x12\x1d.causeway.peer.v1.ShipRequest\x1a\x1e.causeway.peer.v1.ShipResponse\x12W\n" +
 	"\n" +
