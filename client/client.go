@@ -450,6 +450,9 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			}
 			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
 		}
+		if tooLarge(err) {
+			return tooLargeError(err)
+		}
 		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
 			return callError(err, cut, answered, attempt+1, time.Since(start))
 		}
@@ -652,10 +655,30 @@ func retryable(ctx context.Context, err error) (retry, failover bool) {
 		// waiting for causality) while the caller still has time: the node
 		// may be partitioned or behind, so try another.
 		return true, true
-	case codes.ResourceExhausted, codes.Aborted:
+	case codes.ResourceExhausted:
+		// gRPC's refusal of a message over its size limit is the same on
+		// every attempt.
+		return !tooLarge(err), false
+	case codes.Aborted:
 		return true, false
 	}
 	return false, false
+}
+
+// tooLarge reports whether err is gRPC refusing a message of the call over
+// its size limit, at the node (a request) or here (a reply): the message
+// would be refused again on every attempt.
+func tooLarge(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
+}
+
+// tooLargeError turns gRPC's refusal of a message over its size limit into
+// an InvalidArgument error that says what the limits are: the node's own
+// limit on values (kvd --max-value-bytes) is lower and answered with its
+// own message, so a request refused by gRPC holds a value far over it.
+func tooLargeError(err error) error {
+	return invalidArgument("the message is larger than gRPC accepts (%s): a node refuses keys over 4 KiB and values over its --max-value-bytes (1 MiB by default), and a reply is at most 64 MiB: send smaller values or ask for fewer keys per call", status.Convert(err).Message())
 }
 
 // backoff returns the jittered wait before retry number attempt+1.

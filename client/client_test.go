@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -823,5 +825,37 @@ func TestInvalidUTF8KeyspaceIsAnInvalidArgument(t *testing.T) {
 	}
 	if got := f.Calls(); got != 0 {
 		t.Fatalf("the fake saw %d calls, want none", got)
+	}
+}
+
+// TestMessageOverTheSizeLimitIsNotRetried: gRPC refuses a request over the
+// node's message limit with ResourceExhausted, the same on every attempt.
+// The client sent a 64 MiB value six times and failed with gRPC's text
+// alone; it sends it once and says what the limits are.
+func TestMessageOverTheSizeLimitIsNotRetried(t *testing.T) {
+	_, addr := startFake(t) // gRPC's default limit: 4 MiB a message
+	var attempts atomic.Int32
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.RetryBackoff = time.Millisecond
+	cfg.DisableLeaderRouting = true
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		attempts.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Put(context.Background(), []byte("k"), bytes.Repeat([]byte("v"), 5<<20))
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("put of a 5 MiB value: %v, want InvalidArgument", err)
+	}
+	if !strings.Contains(err.Error(), "--max-value-bytes") {
+		t.Fatalf("error %q does not give the value limit", err)
+	}
+	if n := attempts.Load(); n != 1 {
+		t.Fatalf("put of a 5 MiB value made %d attempts, want 1", n)
 	}
 }

@@ -32,7 +32,10 @@
 //     error of a call a deadline cut also quotes the last answer a server
 //     gave before it, unless it says the same.
 //     A keyspace that is not valid UTF-8 fails INVALID_ARGUMENT before
-//     anything is sent.
+//     anything is sent. A message that gRPC refuses for its size (a value
+//     far over the node's limit) fails INVALID_ARGUMENT after one attempt,
+//     with a message that gives the limits: every retry would send it in
+//     vain.
 //   - Endpoint failover. When an endpoint is unavailable the client moves to
 //     the next one and stays there until that one fails in turn.
 //   - Leader routing. Writes and STRONG reads of one key are served by the

@@ -294,8 +294,11 @@ func mergeSession(c *Call, h *kvv1.ResponseHeader) error {
 }
 
 // History returns up to limit versions of key, newest first, read under
-// the requested consistency here or on the node chosen for it.
-func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, cons kvv1.Consistency) ([]*kvv1.VersionedValue, error) {
+// the requested consistency here or on the node chosen for it. Read here,
+// it stops after the values add up to more than maxBytes (0: no bound;
+// storage.ShardTx.HistoryBytes); a node it forwards to applies its own
+// bound.
+func (r *Router) History(ctx context.Context, c *Call, key []byte, limit, maxBytes int, cons kvv1.Consistency) ([]*kvv1.VersionedValue, error) {
 	sh, err := r.Shard(c.Keyspace, key)
 	if err != nil {
 		return nil, err
@@ -318,7 +321,7 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit int, co
 	}
 	var recs []storage.Record
 	if err := g.Read(func(st *storage.ShardTx) error {
-		recs, err = st.History(key, limit)
+		recs, err = st.HistoryBytes(key, limit, maxBytes)
 		return err
 	}); err != nil {
 		return nil, err

@@ -438,8 +438,15 @@ func (s *KV) History(ctx context.Context, req *kvv1.HistoryRequest) (resp *kvv1.
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	versions, err := s.router.History(ctx, c, req.Key, limit, req.Consistency)
+	versions, err := s.router.History(ctx, c, req.Key, limit, s.cfg.Limits.MaxReplyBytes, req.Consistency)
 	if err != nil {
+		return nil, toStatus(err)
+	}
+	size := 0
+	for _, v := range versions {
+		size += len(v.GetValue())
+	}
+	if err := s.cfg.Limits.Reply(len(versions), size); err != nil {
 		return nil, toStatus(err)
 	}
 	return &kvv1.HistoryResponse{Header: s.respHeader(c), Versions: versions}, nil

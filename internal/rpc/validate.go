@@ -34,7 +34,7 @@ type Limits struct {
 	// MaxHistory is the most versions one History call may ask for.
 	MaxHistory int
 	// MaxReplyBytes bounds the keys and values one BatchGet or GetTxn
-	// returns: 1,000 keys of 1 MiB values made replies of a gigabyte,
+	// returns, and the values one History returns: 1,000 keys of 1 MiB values made replies of a gigabyte,
 	// beyond what clients accept, and a few such calls at once took the
 	// node's memory.
 	MaxReplyBytes int
@@ -58,7 +58,7 @@ func DefaultLimits() Limits {
 // as large as MaxValueBytes).
 func (l Limits) Reply(n, size int) error {
 	if n > 1 && l.MaxReplyBytes > 0 && size > l.MaxReplyBytes {
-		return fmt.Errorf("%w: the values asked for add up to more than the reply limit of %d MiB: ask for fewer keys per call", ErrBadRequest, l.MaxReplyBytes>>20)
+		return fmt.Errorf("%w: the values asked for add up to more than the reply limit of %d MiB: ask for fewer keys or versions per call", ErrBadRequest, l.MaxReplyBytes>>20)
 	}
 	return nil
 }

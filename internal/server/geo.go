@@ -85,7 +85,7 @@ func (s *Server) startGeo(m *rpc.Metrics) {
 		s.siteRemoved(fmt.Sprintf("node %s of site %s", byNode, bySite), version)
 	})
 	peerv1.RegisterChainServer(s.peer, s.geo)
-	adminv1.RegisterGeoServer(s.grpc, rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults(), Unheard: s.unheard}, m))
+	adminv1.RegisterGeoServer(s.malformed.Registrar(s.grpc), rpc.NewGeo(rpc.GeoDeps{Site: s.cfg.Site, Cluster: clusterDeps{s}, Chain: geo.Status{S: s.geo}, Faults: s.siteFaults(), Unheard: s.unheard}, m))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.geoStop, s.geoDone = cancel, make(chan struct{})
 	go func() {

@@ -89,9 +89,12 @@ type Server struct {
 	router  *router.Router
 	geo     *geo.Service
 	grpc    *grpc.Server // client API
-	kv      *rpc.KV      // the data service of both gRPC servers
-	peer    *grpc.Server // peer port: raft, Node service, forwarded requests
-	http    *http.Server
+	// malformed answers undecodable requests to the client API
+	// INVALID_ARGUMENT; its services register through it.
+	malformed *grpcopts.Malformed
+	kv        *rpc.KV      // the data service of both gRPC servers
+	peer      *grpc.Server // peer port: raft, Node service, forwarded requests
+	http      *http.Server
 
 	clientLn, httpLn, peerLn net.Listener
 	killed                   bool
@@ -380,10 +383,12 @@ func (s *Server) Start() (err error) {
 	m := rpc.NewMetrics(s.reg)
 	kv := rpc.NewKV(rcfg, s.router, s.log, m)
 	s.kv = kv
-	s.grpc = grpc.NewServer(append(grpcopts.ServerOptions(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxConcurrentStreams(maxClientStreams), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
+	malformed := grpcopts.NewMalformed()
+	s.malformed = malformed
+	s.grpc = grpc.NewServer(append(grpcopts.ServerOptions(), malformed.ServerOption(), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxConcurrentStreams(maxClientStreams), grpc.ChainUnaryInterceptor(s.recoverUnary, s.incarnationUnary),
 		grpc.ChainStreamInterceptor(s.incarnationStream))...)
-	kvv1.RegisterKVServer(s.grpc, kv)
-	adminv1.RegisterAdminServer(s.grpc, rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
+	kvv1.RegisterKVServer(malformed.Registrar(s.grpc), kv)
+	adminv1.RegisterAdminServer(malformed.Registrar(s.grpc), rpc.NewAdmin(rcfg, clientAddr, s.router, s.db, m).WithCluster(rpc.Cluster{Catalog: s.catalog, Members: s.members, Pool: s.pool}))
 	kvv1.RegisterKVServer(s.peer, kv)
 	peerv1.RegisterNodeServer(s.peer, peer.NewService(s.host, s.catalog, s.pool).OnRemoved(s.removed))
 	s.startWAN()

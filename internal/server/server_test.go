@@ -1005,3 +1005,33 @@ func TestBatchRepliesStayWithinTheReplyLimit(t *testing.T) {
 		t.Fatalf("GetTxn of one key: %v", err)
 	}
 }
+
+// TestHistoryRepliesStayWithinTheReplyLimit: History had no bound on the
+// bytes of its reply: a thousand retained versions of a 1 MiB value made a
+// reply of a gigabyte, held in the node's memory and beyond what clients
+// accept (the Go client's limit is 256 MiB). Like BatchGet and GetTxn, a
+// History whose values add up to more than the reply limit is refused
+// with INVALID_ARGUMENT, and one version is always served.
+func TestHistoryRepliesStayWithinTheReplyLimit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Limits.MaxReplyBytes = 1 << 20
+	n := start(t, cfg)
+	large := bytes.Repeat([]byte("v"), 600<<10)
+	var session []byte
+	for range 3 {
+		resp, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: session}, Key: []byte("h"), Value: large})
+		if err != nil {
+			t.Fatal(err)
+		}
+		session = resp.Header.Session
+	}
+	hdr := &kvv1.RequestHeader{Session: session}
+	_, err := n.kv.History(ctx(t), &kvv1.HistoryRequest{Header: hdr, Key: []byte("h"), Limit: 3})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "reply limit") {
+		t.Fatalf("History of 1.8 MiB of versions with a 1 MiB reply limit: %v, want InvalidArgument naming the reply limit", err)
+	}
+	h, err := n.kv.History(ctx(t), &kvv1.HistoryRequest{Header: hdr, Key: []byte("h"), Limit: 1})
+	if err != nil || len(h.Versions) != 1 || len(h.Versions[0].Value) != len(large) {
+		t.Fatalf("History of one version: %v", err)
+	}
+}

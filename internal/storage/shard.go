@@ -172,18 +172,29 @@ func (s *ShardTx) LatestAtStamp(key []byte, stamp uint64) (Record, bool, error) 
 
 // History returns up to limit versions of key, newest first.
 func (s *ShardTx) History(key []byte, limit int) ([]Record, error) {
+	return s.HistoryBytes(key, limit, 0)
+}
+
+// HistoryBytes is History that stops once the values returned add up to
+// more than maxBytes (0: no bound): the last version returned is the one
+// that crosses it. A caller that refuses such a reply then holds at most
+// maxBytes and one value, not every retained version (a thousand versions
+// of 1 MiB values are a gigabyte).
+func (s *ShardTx) HistoryBytes(key []byte, limit, maxBytes int) ([]Record, error) {
 	if s.data == nil {
 		return nil, nil
 	}
 	prefix := keyPrefix(key)
 	var out []Record
+	size := 0
 	c := s.data.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Next() {
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit && (maxBytes <= 0 || size <= maxBytes); k, v = c.Next() {
 		r, _, err := s.record(k, v, false)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
+		size += len(r.Value)
 	}
 	return out, nil
 }

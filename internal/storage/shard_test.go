@@ -190,6 +190,15 @@ func TestHistory(t *testing.T) {
 		if err != nil || len(got) != 0 {
 			t.Errorf("History(missing) = %s, %v", fmtRecords(got), err)
 		}
+		// HistoryBytes stops at the version whose value crosses the bound
+		// (values of 2, 1, 0 and 1 bytes), and always returns one.
+		for maxBytes, n := range map[int]int{1: 1, 2: 2, 3: 4, 100: 4} {
+			got, err := s.HistoryBytes([]byte("k"), 100, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRecords(t, fmt.Sprintf("HistoryBytes(k, 100, %d)", maxBytes), got, all[:n])
+		}
 	})
 }
 
