@@ -49,6 +49,7 @@ BITES=(
   "vote-hold|./internal/transport|^TestRestartedReplicaRefusesVotes\$"
   "fresh-identity|./internal/clustertest|^TestWipedNodeRefusesItsOldID\$"
   "drop-confirm|./internal/clustertest|^TestLaggingMapKeepsReplicas\$"
+  "bootstrap-confirm|./internal/clustertest|^TestLaggingMapCreatesNoGroupAlone\$"
   "site-incarnation|./internal/clustertest|^TestWipedFirstNodeBootstrapsApart\$"
   "node-remove-check|./internal/catalog|^TestRemoveRefusal\$"
   "node-remove-check|./internal/catalog|^TestRemoveNodeOp\$"

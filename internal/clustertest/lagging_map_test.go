@@ -87,3 +87,60 @@ func waitFound(t *testing.T, g *shard.Group, key string) {
 		return err
 	})
 }
+
+// TestLaggingMapCreatesNoGroupAlone: n4's host reconciles with a copy of
+// the placement map that lags, one in which n4 is the only replica of a
+// shard it holds no replica of (the maps a node replays from its site
+// catalog's log after a restart: the site's first node was the only
+// replica of every shard, and a drained node holds none of them any
+// more). The host creates no group of n4 alone: the catalog leader's map
+// gives the shard to other nodes. The bite of guard bootstrap-confirm:
+// with it off, n4 bootstraps a second group of the shard, of itself
+// alone, which elects it at once; on real processes a drained node
+// restarted under writes acknowledged writes in such groups and then
+// deleted them with the replica.
+func TestLaggingMapCreatesNoGroupAlone(t *testing.T) {
+	c := New(t, 4, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	c.WaitSettled(time.Minute)
+	n1, n4 := c.Node("n1"), c.Node("n4")
+
+	current, _ := n4.Srv.Catalog().Map()
+	var sh placement.Shard
+	for _, s := range current.SortedShards() {
+		if n4.Srv.Host().Group(s) == nil {
+			sh = s
+			break
+		}
+	}
+	if sh.Keyspace == "" {
+		t.Fatal("n4 holds a replica of every shard")
+	}
+	lag := current.Clone()
+	lag.Epoch = 1
+	lag.Shards[sh] = []placement.Replica{{Node: "n4", Voter: true}}
+	err := n4.Srv.Host().Reconcile(lag)
+	t.Logf("reconcile with a lagging map that makes n4 the only replica of %s: %v", sh, err)
+	if g := n4.Srv.Host().Group(sh); g != nil {
+		t.Fatalf("n4 created a group of %s of itself alone (leader %v) on a lagging map the catalog leader's contradicts", sh, g.IsLeader())
+	}
+	if !errors.Is(err, host.ErrBootstrapUnconfirmed) {
+		t.Fatalf("reconcile: %v, want ErrBootstrapUnconfirmed", err)
+	}
+
+	// The site goes on whole: a write of the shard through n4 reaches its
+	// real group.
+	key := keyPerShard(n4, "alone/")[sh.ID]
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = n4.KV.Put(wctx, &kvv1.PutRequest{Key: []byte(key), Value: []byte("v")})
+	cancel()
+	if err != nil {
+		t.Fatalf("put through n4: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := n1.KV.Get(rctx, &kvv1.GetRequest{Key: []byte(key), Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+	if err != nil || !r.Found || string(r.Value) != "v" {
+		t.Fatalf("STRONG read of %s through n1: %v, %v", key, r, err)
+	}
+}

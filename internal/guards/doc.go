@@ -154,6 +154,13 @@ const (
 	// docs/adr/028); off, a node whose map lags deletes a replica its
 	// group counts on.
 	DropConfirm
+	// BootstrapConfirm creates a shard group of this node alone, which its
+	// copy of the placement map makes the shard's only voter, only once
+	// the catalog leader's map does too (host.confirmBootstrap); off, a
+	// node that restarts replaying old maps creates groups of itself
+	// alone for shards its site gave to other nodes, and acknowledges
+	// writes there that it deletes with the replica.
+	BootstrapConfirm
 	// SiteIncarnation refuses raft traffic of the site's groups between
 	// nodes of different incarnations of the site (transport,
 	// incarnation.go; docs/adr/029); off, a node that lost its data and
@@ -260,6 +267,7 @@ var names = map[Guard]string{
 	VoteHold:             "vote-hold",
 	FreshIdentity:        "fresh-identity",
 	DropConfirm:          "drop-confirm",
+	BootstrapConfirm:     "bootstrap-confirm",
 	SiteIncarnation:      "site-incarnation",
 	NodeRemoveCheck:      "node-remove-check",
 	CASTurn:              "cas-turn",
@@ -286,7 +294,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -84,6 +84,12 @@ var ErrNotHosted = errors.New("host: shard not hosted here")
 // it; Run reconciles again a second later.
 var ErrDropUnconfirmed = errors.New("host: keeping replicas the catalog leader's map does not confirm are gone")
 
+// ErrBootstrapUnconfirmed is returned by Reconcile when its map makes this
+// node the only voter of a shard it has no replica of, and the catalog
+// leader's map does not: the group is not created; Run reconciles again,
+// with the newer map, a second later.
+var ErrBootstrapUnconfirmed = errors.New("host: not creating a shard group of this node alone that the catalog leader's map does not confirm")
+
 // confirmTimeout bounds the wait for the catalog leader's map.
 const confirmTimeout = 2 * time.Second
 
@@ -243,6 +249,53 @@ func (h *Host) confirmDrops(local placement.Map, drop []placement.Shard) ([]plac
 	return confirmed, nil
 }
 
+// confirmBootstrap returns nil if the catalog leader's map makes this
+// node the only voter of s, so that its replica, which has no state, may
+// create the group. This node's copy of the map can lag: a node that
+// restarts replays its site catalog's log and passes through the maps of
+// long ago, in which it was the only replica of every shard (the site's
+// first node) or of a shard it has given up since. Bootstrapping there
+// would create a second group of the shard, of this node alone, that
+// elects it at once and acknowledges the writes routed to it, which the
+// next map then deletes with the replica.
+func (h *Host) confirmBootstrap(s placement.Shard) error {
+	if h.deps.Current == nil || guards.Off(guards.BootstrapConfirm) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if done := h.deps.Base.Done; done != nil {
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	lm, err := h.deps.Current(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: shard %s: the catalog leader's map: %w", ErrBootstrapUnconfirmed, s, err)
+	}
+	if !soleVoter(lm.Shards[s], placement.NodeID(h.deps.NodeID)) {
+		return fmt.Errorf("%w: shard %s: the catalog leader's map (epoch %d) gives it to %s, this node's map lags",
+			ErrBootstrapUnconfirmed, s, lm.Epoch, replicaNodes(lm.Shards[s]))
+	}
+	return nil
+}
+
+// replicaNodes lists the nodes of reps, or "no node".
+func replicaNodes(reps []placement.Replica) string {
+	if len(reps) == 0 {
+		return "no node"
+	}
+	names := make([]string, len(reps))
+	for i, r := range reps {
+		names[i] = string(r.Node)
+	}
+	return strings.Join(names, ", ")
+}
+
 // assigns reports whether reps holds a replica on node.
 func assigns(reps []placement.Replica, node placement.NodeID) bool {
 	for _, r := range reps {
@@ -321,6 +374,9 @@ func (h *Host) openWith(s placement.Shard, reps []placement.Replica, gen uint64,
 	// A shard whose only replica is this node is created here; any other
 	// new replica is empty until the shard's leader adds it.
 	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
+	if d.Bootstrap {
+		d.ConfirmBootstrap = func() error { return h.confirmBootstrap(s) }
+	}
 	d.Recover, d.Generation, d.TakeGeneration = rec, gen, take
 	g, err := shard.Open(id, h.deps.Shard, d)
 	if err != nil {

@@ -39,17 +39,28 @@ const (
 // without its volume); under its old id it would rejoin those groups as a
 // voter that remembers nothing, and a group could then elect a leader
 // without entries it committed. A new node is a voter of nothing until it
-// caught up, so it always passes. If no member answers within identityWait
-// the node starts all the same, with a warning: the check must not keep a
-// site that restarts from being started.
+// caught up, so it always passes. A node that reaches no member through
+// --join within joinWait fails to start and creates nothing. If the
+// members it reached do not answer within identityWait the node starts
+// all the same, with a warning: the check must not keep a site that
+// restarts from being started.
 func (s *Server) checkFreshIdentity() error {
+	// The node must reach its site through --join within joinWait in any
+	// case (joinSite): failing here, before raft.db is created, leaves the
+	// directory new, so that the next start checks again. Failing after
+	// it left a directory the next start took for the node's own data,
+	// and started on it unchecked under an id the site may count as a
+	// voter.
+	jctx, jcancel := context.WithTimeout(context.Background(), joinWait)
+	_, err := s.members.Join(jctx, s.cfg.Join)
+	jcancel()
+	if err != nil {
+		return fmt.Errorf("join %v: %w: no node of the site answered within %v; this node's data directory is new and was left as it was: "+
+			"check that --join names the gossip address (--gossip-addr) of a running node of site %s and that it is reachable, then start the node again",
+			s.cfg.Join, err, joinWait, s.cfg.Site)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), identityWait)
 	defer cancel()
-	if _, err := s.members.Join(ctx, s.cfg.Join); err != nil {
-		s.log.Warn("new data directory: no member of the site answered; starting without checking that the site does not know this node id",
-			"join", s.cfg.Join, "err", err)
-		return nil
-	}
 	for {
 		answered, err := s.askSite(ctx)
 		if err != nil {

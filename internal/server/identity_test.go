@@ -1,6 +1,10 @@
 package server
 
 import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/causeway-db/causeway/internal/placement"
@@ -26,6 +30,45 @@ func TestKnownTo(t *testing.T) {
 		catalog, shards := knownTo(m, tc.voters, tc.id)
 		if catalog != tc.catalog || shards != tc.shards {
 			t.Errorf("knownTo(%s, %v) = %v, %d; want %v, %d", tc.id, tc.voters, catalog, shards, tc.catalog, tc.shards)
+		}
+	}
+}
+
+// TestFreshNodeThatReachesNoOneCreatesNothing: a node on a new data
+// directory whose --join reaches no node (a typo, a seed that is down)
+// fails to start, and leaves the directory new: its next start, with
+// --join corrected, is the start of a new directory again and runs the
+// fresh-identity check (docs/adr/027). Before, it started after 20 s
+// without the check, created raft.db and the log, and failed 30 s later;
+// the next start took the directory for the node's own data and joined
+// unchecked, under an id the site may count as a voter.
+func TestFreshNodeThatReachesNoOneCreatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.NodeID = "n3"
+	cfg.Join = []string{closed}
+	srv, err := New(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	if err == nil {
+		srv.Stop()
+		t.Fatal("a node on a new data directory whose --join reaches no one started")
+	}
+	t.Logf("start: %v", err)
+	if !strings.Contains(err.Error(), "left as it was") {
+		t.Errorf("the error does not say that the directory is still new: %v", err)
+	}
+	for _, name := range []string{"raft.db", "state.db", "wal"} {
+		if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
+			t.Errorf("the failed start created %s: the next start would skip the fresh-identity check", name)
 		}
 	}
 }

@@ -837,6 +837,10 @@ func (s *Server) handOff(ctx context.Context) {
 // to ShutdownGrace), and closes every component in reverse start order.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
+		if !s.killed {
+			s.log.Info("kvd stopping: handing the leadership of its groups to other nodes, then finishing the requests in flight",
+				"hand_off_wait", min(s.cfg.ShutdownGrace, handOffWait), "shutdown_grace", s.cfg.ShutdownGrace)
+		}
 		// Background loops first, at once: nothing new is started while
 		// requests in flight drain.
 		close(s.stopping)

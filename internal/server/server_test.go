@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1033,5 +1034,41 @@ func TestHistoryRepliesStayWithinTheReplyLimit(t *testing.T) {
 	h, err := n.kv.History(ctx(t), &kvv1.HistoryRequest{Header: hdr, Key: []byte("h"), Limit: 1})
 	if err != nil || len(h.Versions) != 1 || len(h.Versions[0].Value) != len(large) {
 		t.Fatalf("History of one version: %v", err)
+	}
+}
+
+// lockedBuffer is an io.Writer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestStopSaysWhatItDoes: a node that stops (SIGTERM) says so first, with
+// the bounds of its hand-off and of the requests in flight, before the
+// lines of the hand-off and of its components stopping; the operator
+// reading the log sees what the node does and for how long at most.
+func TestStopSaysWhatItDoes(t *testing.T) {
+	var out lockedBuffer
+	n := startLogged(t, testConfig(t.TempDir()), slog.New(slog.NewTextHandler(&out, nil)))
+	n.srv.Stop()
+	log := out.String()
+	stopping, stopped := strings.Index(log, "kvd stopping"), strings.Index(log, "kvd stopped")
+	if stopping < 0 || stopped < stopping {
+		t.Fatalf("the log does not say that the node is stopping before it stopped (at %d and %d):\n%s", stopping, stopped, log)
+	}
+	if gossip := strings.Index(log, "membership: left"); gossip >= 0 && gossip < stopping {
+		t.Errorf("the node left gossip before it said it is stopping:\n%s", log)
 	}
 }

@@ -68,6 +68,13 @@ type Deps struct {
 	// Peers are the voters a brand-new group is bootstrapped with (itself
 	// included). Ignored when the group already has state.
 	Peers []raft.Server
+	// ConfirmBootstrap, if set, is called before a group with no state is
+	// bootstrapped; an error fails Open, which then creates nothing. The
+	// caller checks there that the group is still to be created here (a
+	// node whose copy of the placement map lags, replaying the site
+	// catalog's log after a restart, must not create a group its site
+	// gave to other nodes long ago).
+	ConfirmBootstrap func() error
 	// Recover, when set, makes the replica go on as the only voter of its
 	// group before raft starts (recovery.Alone): without Force only a
 	// two-voter group that lost the other voter, giving up its non-voters
@@ -257,6 +264,11 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 		g.gen = stored // the caller's map may be older than the replica
 	}
 	if !has && deps.Bootstrap {
+		if deps.ConfirmBootstrap != nil {
+			if err := deps.ConfirmBootstrap(); err != nil {
+				return nil, fmt.Errorf("shard %s: bootstrap: %w", id, err)
+			}
+		}
 		peers := deps.Peers
 		if len(peers) == 0 {
 			peers = []raft.Server{{ID: rc.LocalID, Address: deps.Transport.LocalAddr()}}
