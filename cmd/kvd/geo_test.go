@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -110,7 +111,8 @@ func refuseImpostor(ctx context.Context, t *testing.T, site, joinCluster string)
 	a := freeAddrs(t, 4)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, kvdBinary, "--site", site, "--node-id", "n1", "--data-dir", filepath.Join(t.TempDir(), "impostor"),
+	dir := filepath.Join(t.TempDir(), "impostor")
+	out, err := exec.CommandContext(ctx, kvdBinary, "--site", site, "--node-id", "n1", "--data-dir", dir,
 		"--peer-addr", a[0], "--client-addr", a[1], "--http-addr", a[2], "--gossip-addr", a[3],
 		"--gossip-profile", "local", "--log-level", "warn", "--join-cluster", joinCluster).CombinedOutput()
 	if ctx.Err() != nil {
@@ -120,4 +122,16 @@ func refuseImpostor(ctx context.Context, t *testing.T, site, joinCluster string)
 		t.Fatalf("a new site named %s joining the cluster: %v, want a refusal that says the site exists:\n%s", site, err, out)
 	}
 	t.Logf("refused: %s", lastLine(out))
+	// The error advises a start on an empty data directory with --join:
+	// the refused start leaves its directory empty, so that such a start
+	// there is checked as a new node's (before, it held the refused site's
+	// files, and a node with --join started on them as a voter of the real
+	// site that had lost its votes and logs).
+	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("the refused start left %v in its new data directory (%v), want it empty", names, err)
+	}
 }

@@ -293,7 +293,7 @@ func (c *Cluster) Join(ctx context.Context, addrs []string) (Config, error) {
 			resp, err := c.callJoin(ctx, addr, req)
 			if code := status.Code(err); code == codes.AlreadyExists || code == codes.InvalidArgument {
 				// A refusal: no retry can change it.
-				return Config{}, fmt.Errorf("join via %s: %s", addr, status.Convert(err).Message())
+				return Config{}, &refusal{kind: ErrJoinRefused, msg: fmt.Sprintf("join via %s: %s", addr, status.Convert(err).Message())}
 			}
 			if err == nil {
 				cfg, derr := decodeConfig(resp.Config)

@@ -34,6 +34,10 @@ var (
 	ErrSiteRemoved = errors.New("cluster: site removed")
 	// ErrUnknownCommand: a committed command this build cannot interpret.
 	ErrUnknownCommand = errors.New("cluster: unknown command")
+	// ErrJoinRefused: the cluster refused to register a joining node (its
+	// site is in the cluster as another incarnation, or its addresses are
+	// invalid); nothing of it was registered, and no retry changes it.
+	ErrJoinRefused = errors.New("cluster: join refused")
 )
 
 // The operations of Command.

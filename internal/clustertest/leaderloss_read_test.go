@@ -95,3 +95,71 @@ func TestStrongReadThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
 		}
 	}
 }
+
+// TestGetTxnThroughAFollowerWaitsOutTheLeadersDeath: the leader of a
+// shard dies (kill -9), and a GetTxn of one of its keys, with a session
+// that wrote after the death (its snapshot is above what the shard's
+// followers applied, so a follower hands the part to the leader it knows),
+// reaches a node that holds a follower replica. The node waits for the
+// new leader, as a Get does, instead of failing at once with the dead
+// leader's connection error (a peer address the client never dialed).
+func TestGetTxnThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
+	c := New(t, 3, nil)
+	c.WaitSettled(60 * time.Second)
+	ctx := ctxT(t, 2*time.Minute)
+	n1 := c.Node("n1")
+
+	// A node other than n1 that leads a shard, a key of that shard, and a
+	// key of a shard n1 leads.
+	var victim *Node
+	var victimShard placement.Shard
+	var ownShard *placement.Shard
+	for _, n := range c.Live() {
+		for _, g := range n.Srv.Groups() {
+			if !g.IsLeader() || g.ID().Keyspace != "default" {
+				continue
+			}
+			sh := placement.Shard{Keyspace: g.ID().Keyspace, ID: g.ID().Shard}
+			switch {
+			case n == n1 && ownShard == nil:
+				ownShard = &sh
+			case n != n1 && victim == nil:
+				victim, victimShard = n, sh
+			}
+		}
+	}
+	if victim == nil || ownShard == nil {
+		t.Fatalf("want a shard led by n1 and one led by another node")
+	}
+	keyIn := func(sh placement.Shard, prefix string) []byte {
+		for j := 0; ; j++ {
+			k := []byte(fmt.Sprintf("%s-%d", prefix, j))
+			if got, _ := n1.Srv.Router().Shard("default", k); got == sh {
+				return k
+			}
+		}
+	}
+	key, other := keyIn(victimShard, "txn"), keyIn(*ownShard, "own")
+	if _, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: key, Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(victim)
+	t.Logf("killed %s, the leader of %v", victim.ID, victimShard)
+
+	put, err := n1.KV.Put(ctx, &kvv1.PutRequest{Key: other, Value: []byte("w")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One attempt at n1, without a client's retries: n1 waits for the
+	// election itself.
+	got, err := n1.KV.GetTxn(ctx, &kvv1.GetTxnRequest{
+		Header: &kvv1.RequestHeader{Session: put.GetHeader().GetSession()},
+		Keys:   [][]byte{key, other},
+	})
+	if err != nil {
+		t.Fatalf("GetTxn at n1 right after the leader's death: %v", err)
+	}
+	if len(got.Items) != 2 || string(got.Items[0].Value) != "v" || string(got.Items[1].Value) != "w" {
+		t.Fatalf("GetTxn returned %v, want %s=v and %s=w", got.Items, key, other)
+	}
+}

@@ -115,13 +115,26 @@ func (r *Router) snapshotShard(ctx context.Context, c *Call, sh placement.Shard,
 		floors = append(floors, r.readFloors(c, sh, k, nil, nil)...)
 	}
 	floors = append(floors, causal.Floor{HLC: snap, Fallback: true})
-	g, addr, err := r.causalTarget(ctx, sh, floors)
-	if err != nil {
-		return nil, err
-	}
-	if addr != "" {
+	// A part handed to a node that does not answer (a leader that died,
+	// which its followers name until they elect another) is routed again
+	// until LeaderWait, as a Get is (retryForward).
+	var g *shard.Group
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		var addr string
+		var err error
+		g, addr, err = r.causalTarget(ctx, sh, floors)
+		if err != nil {
+			return nil, err
+		}
+		if addr == "" {
+			break
+		}
 		r.metrics.txns.WithLabelValues("forwarded").Inc()
-		return r.remoteSnapshot(ctx, c, sh, addr, keys, snap)
+		items, err := r.remoteSnapshot(ctx, c, sh, addr, keys, snap)
+		if !r.retryForward(ctx, addr, err, deadline) {
+			return items, err
+		}
 	}
 	r.metrics.txns.WithLabelValues("local").Inc()
 	if err := waitSnapshot(ctx, g, snap, r.cfg.CausalWait); err != nil {

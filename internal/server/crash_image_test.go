@@ -542,3 +542,85 @@ func TestUnopenableSnapshotDirStopsTheNode(t *testing.T) {
 		return errors.Is(srv.fatalError(), syscall.ENOTDIR) && strings.Contains(srv.fatalError().Error(), p)
 	})
 }
+
+// TestMissingSnapshotStateStopsTheNode: a shard's newest snapshot whose
+// state.bin is gone (meta.json still lists it), on a start that rebuilds
+// state.db from it, is damage: the node stops with an error naming the
+// file, instead of retrying the shard every second, never ready, for
+// good.
+func TestMissingSnapshotStateStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 1
+	n := start(t, cfg)
+	n.put(t, "k", "v")
+	for _, g := range n.srv.Groups() {
+		if err := g.Snapshot(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.srv.Stop()
+	states, err := filepath.Glob(filepath.Join(dir, "snapshots", "default", "0", "snapshots", "*", "state.bin"))
+	if err != nil || len(states) == 0 {
+		t.Fatalf("no snapshot state of shard default/0: %v", err)
+	}
+	for _, p := range append(states, filepath.Join(dir, "state.db")) {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := New(cfg, slog.New(&warnings{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		if !errors.Is(err, snapstore.ErrCorrupt) {
+			t.Fatalf("start: %v; want an error that names the snapshot's state", err)
+		}
+		return
+	}
+	defer srv.Stop()
+	waitFor(t, 20*time.Second, "the node stops on the snapshot's missing state", func() bool {
+		err := srv.fatalError()
+		return errors.Is(err, snapstore.ErrCorrupt) && strings.Contains(err.Error(), "state.bin")
+	})
+	if srv.Ready() == nil {
+		t.Fatal("the node is ready without shard default/0")
+	}
+}
+
+// TestUnusableFileSaysWhatToDo: a start that finds a file of the data
+// directory it may not use (here the write-ahead log's segment replaced
+// by a directory) names it and says what to check, instead of an open
+// error alone.
+func TestUnusableFileSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 1
+	n := start(t, cfg)
+	n.put(t, "k", "v")
+	n.srv.Stop()
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v: %v", segs, err)
+	}
+	if err := os.Remove(segs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(segs[0], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, slog.New(&warnings{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	if err == nil {
+		srv.Stop()
+		t.Fatal("started on a segment that is a directory")
+	}
+	if msg := err.Error(); !errors.Is(err, syscall.EISDIR) || !strings.Contains(msg, segs[0]) ||
+		!strings.Contains(msg, "kvd cannot use a file or directory of its data directory") || !strings.Contains(msg, "docs/operations.md") {
+		t.Fatalf("start: %v; want the segment named and what to check", err)
+	}
+}

@@ -3,10 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/causeway-db/causeway/internal/wal"
 )
 
 // diskFull returns err, the error a start or a running node stops with,
@@ -23,7 +26,13 @@ func diskFull(dataDir string, err error) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the file system of the data directory %s is full", dataDir)
 	if free, _, serr := diskSpace(dataDir); serr == nil {
-		fmt.Fprintf(&b, " (%s free)", byteSize(free))
+		fmt.Fprintf(&b, " (%s free", byteSize(free))
+		if seg := uint64(wal.DefaultConfig("").SegmentBytes); free > 0 && free < seg {
+			// Not empty, but too little for the next write: the
+			// write-ahead log allocates each segment whole.
+			fmt.Fprintf(&b, ", less than the %s the write-ahead log allocates for each segment", byteSize(seg))
+		}
+		b.WriteString(")")
 	}
 	b.WriteString(": free space on it, then start kvd again (nothing it acknowledged is lost)")
 	switch kept := damagedCopies(dataDir); len(kept) {
@@ -78,4 +87,20 @@ func byteSize(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// unusable returns err, the error a start stopped with, saying what to do
+// when kvd may not use a file or directory of its data directory: one
+// whose owner or mode keeps kvd's user out, or a directory where kvd
+// keeps a file (or the other way round). Retrying cannot help, and
+// nothing in the file was read, so this is no damage to repair. An error
+// that already says what to do is returned as it is, and so is any other.
+func unusable(dataDir string, err error) error {
+	if err == nil || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR)) {
+		return err
+	}
+	if msg := err.Error(); strings.Contains(msg, "docs/operations.md") || strings.Contains(msg, "check the owner and mode") {
+		return err
+	}
+	return fmt.Errorf("%w; kvd cannot use a file or directory of its data directory %s: check that kvd's user owns every file and directory in it and may read and write them, and that none was replaced (a directory where kvd keeps a file, or a file where it keeps a directory); see \"Data directory\" in docs/operations.md", err, dataDir)
 }

@@ -177,3 +177,26 @@ func TestFullDiskStopSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestTooSmallFileSystemSaysWhy: a first start on a file system with
+// free space, but less than a write-ahead log segment, fails saying that
+// it has less than the segment needs, not only that it is full (which
+// its free space seems to contradict), and a start on more space then
+// works on the same directory.
+func TestTooSmallFileSystemSaysWhy(t *testing.T) {
+	root := smallFileSystem(t, 48<<20)
+	dir := filepath.Join(root, "data")
+	cfg := testConfig(dir)
+	cfg.Shards = 1
+	err := startErr(t, cfg)
+	t.Logf("start on a small file system: %v", err)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "less than the 64.0 MiB the write-ahead log allocates for each segment") {
+		t.Fatalf("start on a small file system: %v, want ENOSPC saying a segment needs more", err)
+	}
+	if err := syscall.Mount("tmpfs", root, "tmpfs", syscall.MS_REMOUNT, "size=128m"); err != nil {
+		t.Fatalf("remount: %v", err)
+	}
+	n := start(t, cfg)
+	n.put(t, "k", "v")
+	n.srv.Stop()
+}

@@ -177,10 +177,14 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // Start opens storage, joins the site and begins serving. On error
 // everything started so far is stopped again.
 func (s *Server) Start() (err error) {
+	emptyOnFailure := false
 	defer func() {
 		if err != nil {
-			err = diskFull(s.cfg.DataDir, err)
+			err = unusable(s.cfg.DataDir, diskFull(s.cfg.DataDir, err))
 			s.Stop()
+			if emptyOnFailure {
+				err = emptyNewDataDir(s.cfg.DataDir, err)
+			}
 		}
 	}()
 	fresh, err := checkDataDir(s.cfg.DataDir)
@@ -313,6 +317,14 @@ func (s *Server) Start() (err error) {
 	}
 	keyspaces, err := s.openCluster(clusterPeer, clientAddr)
 	if err != nil {
+		// A new data directory whose join the cluster refused (the site
+		// exists as another incarnation) holds only what this start
+		// created: a site of its own, which the cluster never recorded.
+		// Left there, a next start with --join, as the error advises,
+		// would skip the check of its identity (it is not new any more:
+		// docs/adr/027) and run as a voter of the real site without the
+		// votes and logs it lost.
+		emptyOnFailure = fresh && errors.Is(err, cluster.ErrJoinRefused)
 		return err
 	}
 	catTrans, err := s.network.Transport(catalog.GroupName)
@@ -579,6 +591,25 @@ func (s *Server) failWith(failed <-chan struct{}, why func() error) {
 // lostFound is the directory fsck keeps at the root of a file system.
 const lostFound = "lost+found"
 
+// emptyNewDataDir removes what a failed first start created in dir, a
+// data directory that was empty when it began (but for lost+found), so
+// that the next start finds it new again. err is the start's error.
+func emptyNewDataDir(dir string, err error) error {
+	entries, rerr := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() == lostFound && e.IsDir() {
+			continue
+		}
+		if rerr = os.RemoveAll(filepath.Join(dir, e.Name())); rerr != nil {
+			break
+		}
+	}
+	if rerr != nil {
+		return fmt.Errorf("%w (and emptying the new data directory %s again failed: %v; empty it before the next start)", err, dir, rerr)
+	}
+	return fmt.Errorf("%w (the new data directory %s is left empty)", err, dir)
+}
+
 // checkDataDir creates dir if needed and refuses one that holds anything
 // other than Causeway's files. fresh reports a new directory: one without
 // raft.db, so empty. The lost+found directory of a file system whose root
@@ -614,7 +645,12 @@ func checkDataDir(dir string) (fresh bool, err error) {
 	// state.db is derived from raft.db (and the snapshots); the reverse is
 	// not true, so a directory without raft.db is never started on.
 	if len(entries) > 0 && !hasRaft {
-		return false, fmt.Errorf("%w: %s has no %s; refusing to start on partial data", ErrForeignDataDir, dir, raftFile)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return false, fmt.Errorf("%w: %s has no %s but holds %q: raft's terms, votes and the site incarnation are gone (or the directory was copied without it); refusing to start on partial data (see \"A damaged data directory\" in docs/operations.md)",
+			ErrForeignDataDir, dir, raftFile, names)
 	}
 	return !hasRaft, nil
 }

@@ -9,12 +9,14 @@ import (
 	"hash"
 	"hash/crc64"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -243,13 +245,13 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	path := filepath.Join(s.dir, id, stateFile)
 	f, err := s.fs.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("snapstore: open %s: %w", id, err)
+		return nil, nil, s.openFailed(id, err)
 	}
 	h := crc64.New(crc64.MakeTable(crc64.ECMA))
 	n, err := io.Copy(h, bufio.NewReaderSize(f, 1<<16))
 	if err != nil {
 		_ = f.Close()
-		return nil, nil, fmt.Errorf("snapstore: open %s: %w", id, err)
+		return nil, nil, s.openFailed(id, err)
 	}
 	if n != m.Size || !bytes.Equal(h.Sum(nil), m.CRC) {
 		_ = f.Close()
@@ -258,6 +260,22 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		return nil, nil, err
 	}
 	return &m.SnapshotMeta, &reader{Reader: bufio.NewReaderSize(io.NewSectionReader(f, 0, n), 1<<16), f: f}, nil
+}
+
+// openFailed is Open's error when the state of snapshot id cannot be
+// read. A state.bin that is gone, or that is a directory, beside a
+// meta.json that lists the snapshot is damage like a changed byte
+// (ErrCorrupt, replaced like one): retrying cannot bring it back, and a
+// group that retried would stay without its replica, or a leader
+// without a snapshot to send, for good
+// (TestMissingStateIsCorrupt).
+func (s *Store) openFailed(id string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EISDIR) {
+		return fmt.Errorf("snapstore: open %s: %w", id, err)
+	}
+	err = fmt.Errorf("%w: %w: %s lists the snapshot, but its state cannot be read", ErrCorrupt, err, filepath.Join(s.dir, id, metaFile))
+	s.replaceDamaged(id, err)
+	return err
 }
 
 // SetReplace sets how the store gets a new snapshot to replace a damaged

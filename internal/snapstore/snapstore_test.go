@@ -343,3 +343,36 @@ func TestFilesAreOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingStateIsCorrupt: a snapshot that meta.json lists but whose
+// state.bin is gone, or is a directory, is damage (ErrCorrupt, naming the
+// file), not an error to retry: the group that needs it would retry for
+// good.
+func TestMissingStateIsCorrupt(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		fn   func(fs vfs.FS, p string) error
+	}{
+		{"deleted", func(fs vfs.FS, p string) error { return fs.Remove(p) }},
+		{"a directory", func(fs vfs.FS, p string) error {
+			if err := fs.Remove(p); err != nil {
+				return err
+			}
+			return fs.MkdirAll(p, 0o700)
+		}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			fs := vfs.OrDefault(nil)
+			dir := t.TempDir()
+			s := open(t, fs, dir)
+			id := write(t, s, 7)
+			p := filepath.Join(dir, "snapshots", id, stateFile)
+			if err := damage.fn(fs, p); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Open(id); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("Open of a snapshot without its state: %v, want ErrCorrupt naming %s", err, p)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -244,6 +245,77 @@ func TestOpenDamagedPages(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestChangedBranchKeyIsRefused: a branch page whose key changed still
+// lists every page, so a walk in key order reads every version with a
+// good checksum, but a lookup of the keys below the changed one goes down
+// the wrong branch and misses them. Open refuses the file (a state.db is
+// then rebuilt) instead of letting bbolt's own walk of the read-write
+// open panic on a goroutine of its own, which ended the process with a
+// stack trace.
+func TestChangedBranchKeyIsRefused(t *testing.T) {
+	cfg := testConfig(t)
+	db := openDB(t, cfg)
+	for i := range 500 {
+		putRecords(t, db, testShard, Record{Key: fmt.Appendf(nil, "k%04d", i), Value: bytes.Repeat([]byte("v"), 200), Version: ver(uint64(i+1), "a")})
+	}
+	// A shard after it, whose pages bbolt's walk still reads after it
+	// found the damage.
+	next := ShardID{Keyspace: testShard.Keyspace, Shard: testShard.Shard + 1}
+	for i := range 100 {
+		recs := make([]Record, 0, 50)
+		for j := range 50 {
+			recs = append(recs, Record{Key: fmt.Appendf(nil, "z%06d", i*50+j), Value: bytes.Repeat([]byte("v"), 200), Version: ver(uint64(i+1), "a")})
+		}
+		putRecords(t, db, next, recs...)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bbolt's page: id (8 bytes), flags (2; 0x01 is a branch), count (2),
+	// overflow (4), then count elements of 16 bytes: pos (4), key size
+	// (4), child page (8); an element's key is at its offset plus pos.
+	const page, branch = 4096, 0x01
+	changed := 0
+	for off := 0; off+page <= len(raw); off += page {
+		p := raw[off : off+page]
+		if binary.LittleEndian.Uint16(p[8:]) != branch || binary.LittleEndian.Uint64(p) != uint64(off/page) {
+			continue
+		}
+		if binary.LittleEndian.Uint16(p[10:]) < 3 {
+			continue
+		}
+		// The second element's key: its user key's last character
+		// goes up by one, above the first key of its child page.
+		e := p[16+16:]
+		at := 16 + 16 + int(binary.LittleEndian.Uint32(e))
+		key := p[at : at+int(binary.LittleEndian.Uint32(e[4:]))]
+		end := bytes.IndexByte(key, 0)
+		if !bytes.HasPrefix(key, []byte("k")) || end < 2 {
+			continue
+		}
+		key[end-1]++
+		changed++
+	}
+	if changed == 0 {
+		t.Fatal("no branch page of the data bucket found")
+	}
+	if err := os.WriteFile(cfg.Path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(cfg, discardLogger(), nil)
+	if err == nil {
+		_ = db.Close()
+		t.Fatal("Open accepted a database whose branch page misroutes lookups")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), cfg.Path) {
+		t.Fatalf("err = %v, want ErrCorrupt naming %s", err, cfg.Path)
 	}
 }
 

@@ -60,7 +60,17 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 				}
 			}
 		}
+		var prev []byte
 		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+			// The top-level buckets are checked as walkBucket checks
+			// keys: in order, and found by a lookup.
+			if prev != nil && bytes.Compare(prev, name) >= 0 {
+				return fmt.Errorf("%w: bucket %q follows bucket %q", errTree, name, prev)
+			}
+			if tx.Bucket(name) == nil {
+				return fmt.Errorf("%w: a lookup of bucket %q finds nothing", errTree, name)
+			}
+			prev = append(prev[:0], name...)
 			if stable && bytes.HasPrefix(name, []byte(prefixRaft)) {
 				if sb := bk.Bucket(bucketStable); sb != nil {
 					if err := sb.ForEach(func(k, v []byte) error {
@@ -77,11 +87,14 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 			return walkBucket(bk, 0, name, sums)
 		})
 	})
-	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrBadEncoding) {
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrBadEncoding) || errors.Is(err, errTree) {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	return err
 }
+
+// errTree: a bucket's pages do not index its keys in order.
+var errTree = errors.New("the pages of a bucket do not index its keys in order")
 
 // walkBucket visits every key of bk, at depth depth and named name, and of
 // the buckets nested in it, and, if sums is set, checks the versions of a
@@ -91,8 +104,26 @@ func walkBucket(bk *bolt.Bucket, depth int, name []byte, sums bool) error {
 	data := sums && depth == 1 && bytes.Equal(name, bucketData)
 	what, sealed := sealedBucket(name)
 	sealed = sealed && sums && depth == 1
-	c := bk.Cursor()
+	c, seek := bk.Cursor(), bk.Cursor()
+	var prev []byte
 	for k, v := c.First(); k != nil; k, v = c.Next() {
+		// A branch page whose keys changed still lists every page, so
+		// the walk reads every key, but a lookup goes down the wrong
+		// branch and misses some: such a key would read as absent, and
+		// the read-write open's own walk of bbolt's (freepages) panics on
+		// it and crashes the process from a goroutine of its own. Every
+		// key must follow the one before and be found by a lookup.
+		if prev != nil && bytes.Compare(prev, k) >= 0 {
+			return fmt.Errorf("%w: bucket %q: key %x follows key %x", errTree, name, k, prev)
+		}
+		if sk, _ := seek.Seek(k); !bytes.Equal(sk, k) {
+			found := "nothing"
+			if sk != nil {
+				found = fmt.Sprintf("key %x", sk)
+			}
+			return fmt.Errorf("%w: bucket %q: a lookup of key %x finds %s", errTree, name, k, found)
+		}
+		prev = append(prev[:0], k...)
 		if v == nil {
 			if nested := bk.Bucket(k); nested != nil {
 				if err := walkBucket(nested, depth+1, k, sums); err != nil {
