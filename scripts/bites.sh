@@ -70,6 +70,7 @@ BITES=(
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"
+  "log-hold|./internal/clustertest|^TestReplicaThatLostEntriesHoldsItsVote\$"
 )
 
 want=("$@")

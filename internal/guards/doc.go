@@ -235,6 +235,12 @@ const (
 	// serving node (rpc.Geo.RemoveSite, docs/adr/035); off, a running
 	// site is removed and its nodes stop.
 	SiteGone
+	// LogHold holds the votes and campaigns of a replica whose log lost
+	// entries its state database applied (a write-ahead log tail zeroed
+	// or cut) until its log holds them again (transport loghold.go); off,
+	// it votes at once and a leader without committed entries may be
+	// elected.
+	LogHold
 )
 
 var names = map[Guard]string{
@@ -282,6 +288,7 @@ var names = map[Guard]string{
 	LeaderHandOff:        "leader-hand-off",
 	RemoveReachable:      "remove-reachable",
 	SiteGone:             "site-gone",
+	LogHold:              "log-hold",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -294,7 +301,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -123,7 +123,11 @@ type Group struct {
 	gen        uint64 // generation of the replica (fixed while open)
 	verifier   verifier
 	leases     leaseTransport // nil: the transport keeps no promises (lease.go)
-	checks     checker        // replica consistency checks (digest.go)
+	// lostUpTo is the index up to which the state database applied
+	// entries the log lost (checkLogKept), 0 if it lost none: the
+	// replica's votes are held until its log reaches it (lease.go).
+	lostUpTo uint64
+	checks   checker // replica consistency checks (digest.go)
 
 	// closeWant is the highest HLC a read asked this replica, as leader,
 	// to close (AdvanceClosed), closeDemand until when (unix nanoseconds)
@@ -391,8 +395,9 @@ func (g *Group) checkLogKept(store storage.GroupStore, snaps raft.SnapshotStore)
 		return nil
 	}
 	if conf, err := recovery.LatestConfiguration(store, snaps); err == nil && voters(conf) > 1 {
-		g.log.Warn("the state database applied raft entries the log no longer holds; the group's other voters send them again",
+		g.log.Warn("the state database applied raft entries the log no longer holds; the group's other voters send them again, and until this replica holds them it grants no vote and asks for none",
 			"applied", applied, "log_last", last, "snapshot", snap)
+		g.lostUpTo = applied
 		return nil
 	}
 	return fmt.Errorf("%w: shard %s: the state database applied raft entries up to %d, but the log ends at %d and the newest snapshot at %d: committed entries are gone from the write-ahead log (a segment truncated, zeroed or deleted), and no other replica holds them; %s",

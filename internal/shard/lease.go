@@ -34,6 +34,23 @@ func (g *Group) promise(restarted bool) *atomic.Pointer[raft.Raft] {
 	}
 	g.leases = lt
 	lt.SetLeasePromise(g.cfg.HeartbeatTimeout, restarted)
+	if lh, ok := g.deps.Transport.(interface {
+		HoldForLog(index uint64, last func() uint64)
+	}); ok && g.lostUpTo > 0 {
+		// The log lost entries its state applied: they may have been
+		// committed with this replica's copy, so it helps elect no
+		// leader until it holds them again (transport loghold.go).
+		lh.HoldForLog(g.lostUpTo, func() uint64 {
+			if r := started.Load(); r != nil {
+				return r.LastIndex() // the log's or a snapshot's a leader sent
+			}
+			last, err := g.logs.LastIndex()
+			if err != nil {
+				return 0
+			}
+			return last
+		})
+	}
 	lt.SetTermSource(func() uint64 {
 		if r := started.Load(); r != nil {
 			return r.CurrentTerm()

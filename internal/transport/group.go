@@ -35,6 +35,7 @@ type groupTransport struct {
 	promiseMs  atomic.Uint32
 	termSource atomic.Pointer[func() uint64]
 	voteHold   atomic.Pointer[time.Time] // refuse votes until then (restarted)
+	logHold    atomic.Pointer[logHold]   // refuse votes while the log lacks entries (loghold.go)
 
 	mu struct {
 		sync.Mutex
@@ -236,6 +237,9 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 
 // RequestVote implements raft.Transport.
 func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := g.campaignHeld(args.LeadershipTransfer); err != nil {
+		return err
+	}
 	msg := requestVoteToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
 	out, err := call(g, typeRequestVote, target, msg, peerv1.RaftClient.RequestVote)
@@ -247,6 +251,9 @@ func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress,
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *groupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := g.campaignHeld(false); err != nil {
+		return err
+	}
 	msg := requestPreVoteToProto(g.name, args)
 	msg.Header = g.stamp(msg.Header)
 	out, err := call(g, typeRequestPreVote, target, msg, peerv1.RaftClient.RequestPreVote)

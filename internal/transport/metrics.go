@@ -103,7 +103,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		leaseRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "transport", Name: "lease_refusals_total",
-			Help: "Requests refused to keep leaders' read leases: vote_held (a vote within the promise after this node started), stale_transfer (a leadership transfer of an older term).",
+			Help: "Requests refused to keep leaders' read leases: vote_held (a vote within the promise after this node started), stale_transfer (a leadership transfer of an older term), log_held (a vote, asked or to grant, of a replica whose log lacks entries its state applied: it lost them on disk).",
 		}, []string{"reason"}),
 		incarnationRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "transport", Name: "incarnation_refusals_total",

@@ -71,7 +71,11 @@ func (s *service) AppendEntries(ctx context.Context, req *peerv1.AppendEntriesRe
 
 // RequestVote implements peerv1.RaftServer.
 func (s *service) RequestVote(ctx context.Context, req *peerv1.RequestVoteRequest) (*peerv1.RequestVoteResponse, error) {
-	if err := s.heldVote(req); err != nil {
+	err := s.heldVote(req)
+	if err == nil {
+		err = s.heldLogVote(req)
+	}
+	if err != nil {
 		err = toStatus(err)
 		s.n.metrics.observeReceived(typeRequestVote, proto.Size(req), 0, err)
 		return nil, err
