@@ -182,6 +182,9 @@ type Catalog struct {
 	raft *raft.Raft
 	log  *slog.Logger
 	m    *metrics
+	// barrierTerm is the term in which LeaderMap last saw this replica,
+	// as leader, apply every entry committed before it.
+	barrierTerm atomic.Uint64
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -304,6 +307,26 @@ func (c *Catalog) State() (State, <-chan struct{}) { return c.fsm.snapshot() }
 func (c *Catalog) Map() (placement.Map, <-chan struct{}) {
 	st, ch := c.fsm.snapshot()
 	return st.Map, ch
+}
+
+// LeaderMap returns the placement map of this replica as the catalog's
+// leader, once it has applied every entry committed before the call: a
+// replica elected while it still replays the log (a node that restarted)
+// holds an old map until then. It fails if this replica does not lead.
+func (c *Catalog) LeaderMap(ctx context.Context) (placement.Map, error) {
+	// Once per term: what this leader commits later, it applies in order.
+	if term := c.raft.CurrentTerm(); c.barrierTerm.Load() != term {
+		timeout := 5 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			timeout = time.Until(d)
+		}
+		if err := c.raft.Barrier(timeout).Error(); err != nil {
+			return placement.Map{}, fmt.Errorf("catalog: the leader's map: %w", err)
+		}
+		c.barrierTerm.Store(term)
+	}
+	m, _ := c.Map()
+	return m, nil
 }
 
 // IsLeader reports whether this replica leads the catalog.

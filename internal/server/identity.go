@@ -201,8 +201,9 @@ func (s *Server) placementAt(ctx context.Context, addr string) (*peerv1.Placemen
 // longer assigns only if this map does not assign it either (docs/adr/028).
 func (s *Server) leaderMap(ctx context.Context) (placement.Map, error) {
 	if s.catalog.IsLeader() {
-		m, _ := s.catalog.Map()
-		return m, nil
+		// Its map once it applied what was committed: a node elected
+		// while it replays its log after a restart holds an old map.
+		return s.catalog.LeaderMap(ctx)
 	}
 	id, addr := s.catalog.Leader()
 	if addr == "" {
