@@ -85,8 +85,20 @@ func TestRemoveALostSite(t *testing.T) {
 		waitRead("s2", ks, "first", "v")
 	}
 
-	// s3 is lost.
+	// s3 is lost. Its last measured round trip is not shown as current.
 	s.Cut("s3")
+	poll.Until(t, 30*time.Second, "s1 to see s3 out of reach", func() error {
+		resp, err := g1.Sites(ctx, &adminv1.SitesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, si := range resp.Sites {
+			if si.Name == "s3" && (si.State == "up" || si.RttSeconds != 0) {
+				return fmt.Errorf("s3 is %s, round trip %.3f s", si.State, si.RttSeconds)
+			}
+		}
+		return nil
+	})
 	poll.Until(t, 60*time.Second, "s3 to be removed from the cluster", func() error {
 		_, err := g1.RemoveSite(ctx, &adminv1.RemoveSiteRequest{Site: "s3"})
 		return err

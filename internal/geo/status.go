@@ -24,6 +24,9 @@ func (a Status) Lag(site string) rpc.SiteLag {
 	case !ok:
 		state = "unreachable"
 	}
+	if !ok {
+		rtt = 0 // the last round trip measured says nothing of a site out of reach
+	}
 	return rpc.SiteLag{State: state, RTTSeconds: rtt.Seconds(), LagSeconds: sec, LagEntries: n}
 }
 
