@@ -211,19 +211,7 @@ func (h *Host) confirmDrops(local placement.Map, drop []placement.Shard) ([]plac
 	if len(drop) == 0 || h.deps.Current == nil || guards.Off(guards.DropConfirm) {
 		return drop, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-	defer cancel()
-	if done := h.deps.Base.Done; done != nil {
-		// The node stops: it deletes nothing more.
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	lm, err := h.deps.Current(ctx)
+	lm, err := h.leaderMap()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %d replicas: the catalog leader's map: %w", ErrDropUnconfirmed, len(drop), err)
 	}
@@ -249,6 +237,24 @@ func (h *Host) confirmDrops(local placement.Map, drop []placement.Shard) ([]plac
 	return confirmed, nil
 }
 
+// leaderMap asks for the catalog leader's map (Deps.Current) within
+// confirmTimeout, and no longer once the node stops: it then deletes and
+// creates nothing more.
+func (h *Host) leaderMap() (placement.Map, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if done := h.deps.Base.Done; done != nil {
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return h.deps.Current(ctx)
+}
+
 // confirmBootstrap returns nil if the catalog leader's map makes this
 // node the only voter of s, so that its replica, which has no state, may
 // create the group. This node's copy of the map can lag: a node that
@@ -262,18 +268,7 @@ func (h *Host) confirmBootstrap(s placement.Shard) error {
 	if h.deps.Current == nil || guards.Off(guards.BootstrapConfirm) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-	defer cancel()
-	if done := h.deps.Base.Done; done != nil {
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	lm, err := h.deps.Current(ctx)
+	lm, err := h.leaderMap()
 	if err != nil {
 		return fmt.Errorf("%w: shard %s: the catalog leader's map: %w", ErrBootstrapUnconfirmed, s, err)
 	}
