@@ -220,21 +220,11 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	if err != nil {
 		return nil, err
 	}
-	var g *shard.Group
-	deadline := time.Now().Add(r.cfg.LeaderWait)
-	for {
-		var addr string
-		g, addr, err = r.readTarget(ctx, c, sh, key, cons)
-		if err != nil {
-			return nil, err
-		}
-		if addr == "" {
-			break
-		}
-		item, err := r.remoteGet(ctx, c, sh, addr, key, cons)
-		if !r.retryForward(ctx, addr, err, deadline) {
-			return item, err
-		}
+	g, item, forwarded, err := routed(ctx, r,
+		func() (*shard.Group, string, error) { return r.readTarget(ctx, c, sh, key, cons) },
+		func(addr string) (*kvv1.KeyValue, error) { return r.remoteGet(ctx, c, sh, addr, key, cons) })
+	if forwarded || err != nil {
+		return item, err
 	}
 	var rec storage.Record
 	var found bool
@@ -244,7 +234,7 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	}); err != nil {
 		return nil, err
 	}
-	item := &kvv1.KeyValue{Key: key}
+	item = &kvv1.KeyValue{Key: key}
 	if found {
 		c.Observe(sh, key, rec.Version)
 		c.ObserveStamp(rec.Stamp)
@@ -303,21 +293,13 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit, maxByt
 	if err != nil {
 		return nil, err
 	}
-	var g *shard.Group
-	deadline := time.Now().Add(r.cfg.LeaderWait)
-	for {
-		var addr string
-		g, addr, err = r.readTarget(ctx, c, sh, key, cons)
-		if err != nil {
-			return nil, err
-		}
-		if addr == "" {
-			break
-		}
-		versions, err := r.remoteHistory(ctx, c, sh, addr, key, limit, cons)
-		if !r.retryForward(ctx, addr, err, deadline) {
-			return versions, err
-		}
+	g, versions, forwarded, err := routed(ctx, r,
+		func() (*shard.Group, string, error) { return r.readTarget(ctx, c, sh, key, cons) },
+		func(addr string) ([]*kvv1.VersionedValue, error) {
+			return r.remoteHistory(ctx, c, sh, addr, key, limit, cons)
+		})
+	if forwarded || err != nil {
+		return versions, err
 	}
 	var recs []storage.Record
 	if err := g.Read(func(st *storage.ShardTx) error {
@@ -356,6 +338,25 @@ func (r *Router) remoteHistory(ctx context.Context, c *Call, sh placement.Shard,
 	return resp.Versions, nil
 }
 
+// routed serves a read of one shard: target chooses where, this node's
+// replica g or the node at an address, and remote forwards the read
+// there. A node that does not answer is replaced by another choice
+// (retryForward). forwarded reports that out (or err) is the answer;
+// otherwise the caller reads g.
+func routed[T any](ctx context.Context, r *Router, target func() (*shard.Group, string, error), remote func(addr string) (T, error)) (g *shard.Group, out T, forwarded bool, err error) {
+	deadline := time.Now().Add(r.cfg.LeaderWait)
+	for {
+		var addr string
+		if g, addr, err = target(); err != nil || addr == "" {
+			return g, out, false, err
+		}
+		out, err = remote(addr)
+		if !r.retryForward(ctx, addr, err, deadline) {
+			return nil, out, true, err
+		}
+	}
+}
+
 // retryForward reports whether a read forwarded to addr that failed with
 // err is routed again: when the node there did not answer (it died, or
 // just lost the leadership) and there is time left before deadline. A
@@ -382,26 +383,28 @@ type ScanRange struct {
 // ScanShard scans one shard here or on the node chosen for it; a node
 // that does not answer is replaced by another choice (retryForward).
 func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr ScanRange, keysOnly bool, cons kvv1.Consistency) ([]storage.Record, bool, error) {
-	deadline := time.Now().Add(r.cfg.LeaderWait)
-	for {
-		g, addr, strong, err := r.scanTarget(ctx, c, sh, sr, cons)
-		if err != nil {
-			return nil, false, err
-		}
-		if addr == "" {
-			var recs []storage.Record
-			var more bool
-			err := g.Read(func(st *storage.ShardTx) (err error) {
-				recs, more, err = st.ScanBytes(sr.Start, sr.End, sr.Limit, storage.MaxScanPageBytes, keysOnly)
-				return err
-			})
-			return recs, more, err
-		}
-		recs, more, err := r.remoteScanShard(ctx, sh, addr, sr, keysOnly, strong)
-		if !r.retryForward(ctx, addr, err, deadline) {
-			return recs, more, err
-		}
+	type page struct {
+		recs []storage.Record
+		more bool
 	}
+	var strong bool
+	g, p, forwarded, err := routed(ctx, r,
+		func() (g *shard.Group, addr string, err error) {
+			g, addr, strong, err = r.scanTarget(ctx, c, sh, sr, cons)
+			return g, addr, err
+		},
+		func(addr string) (page, error) {
+			recs, more, err := r.remoteScanShard(ctx, sh, addr, sr, keysOnly, strong)
+			return page{recs, more}, err
+		})
+	if forwarded || err != nil {
+		return p.recs, p.more, err
+	}
+	err = g.Read(func(st *storage.ShardTx) (err error) {
+		p.recs, p.more, err = st.ScanBytes(sr.Start, sr.End, sr.Limit, storage.MaxScanPageBytes, keysOnly)
+		return err
+	})
+	return p.recs, p.more, err
 }
 
 // scanTarget chooses where a scan of sh is served, and whether it is

@@ -118,23 +118,14 @@ func (r *Router) snapshotShard(ctx context.Context, c *Call, sh placement.Shard,
 	// A part handed to a node that does not answer (a leader that died,
 	// which its followers name until they elect another) is routed again
 	// until LeaderWait, as a Get is (retryForward).
-	var g *shard.Group
-	deadline := time.Now().Add(r.cfg.LeaderWait)
-	for {
-		var addr string
-		var err error
-		g, addr, err = r.causalTarget(ctx, sh, floors)
-		if err != nil {
-			return nil, err
-		}
-		if addr == "" {
-			break
-		}
-		r.metrics.txns.WithLabelValues("forwarded").Inc()
-		items, err := r.remoteSnapshot(ctx, c, sh, addr, keys, snap)
-		if !r.retryForward(ctx, addr, err, deadline) {
-			return items, err
-		}
+	g, items, forwarded, err := routed(ctx, r,
+		func() (*shard.Group, string, error) { return r.causalTarget(ctx, sh, floors) },
+		func(addr string) ([]*kvv1.KeyValue, error) {
+			r.metrics.txns.WithLabelValues("forwarded").Inc()
+			return r.remoteSnapshot(ctx, c, sh, addr, keys, snap)
+		})
+	if forwarded || err != nil {
+		return items, err
 	}
 	r.metrics.txns.WithLabelValues("local").Inc()
 	if err := waitSnapshot(ctx, g, snap, r.cfg.CausalWait); err != nil {
@@ -159,7 +150,7 @@ func (r *Router) snapshotShard(ctx context.Context, c *Call, sh placement.Shard,
 	}); err != nil {
 		return nil, err
 	}
-	items := make([]*kvv1.KeyValue, len(keys))
+	items = make([]*kvv1.KeyValue, len(keys))
 	for i, k := range keys {
 		items[i] = &kvv1.KeyValue{Key: k}
 		if found[i] {
