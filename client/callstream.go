@@ -169,7 +169,7 @@ func (k *streamKV) close() {
 	k.mu.Lock()
 	k.mu.closed = true
 	if k.mu.s != nil {
-		k.mu.s.cancel()
+		k.mu.s.cancel(nil)
 	}
 	k.mu.Unlock()
 	k.wg.Wait()
@@ -179,10 +179,12 @@ func (k *streamKV) close() {
 // come back by id, in any order.
 type callStream struct {
 	stream grpc.BidiStreamingClient[kvv1.StreamRequest, kvv1.StreamResponse]
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	// canceled is the Err of the stream's own context, which only this
-	// client cancels (gRPC's context of the stream also ends with it).
+	// client cancels (gRPC's context of the stream also ends with it);
+	// cause is its cause: errStreamBroke when a Send failed.
 	canceled func() error
+	cause    func() error
 
 	sendMu sync.Mutex // serializes Send
 
@@ -193,21 +195,21 @@ type callStream struct {
 // long as ctx allows (10 s without a deadline), and starts its receive
 // goroutine, which wg counts.
 func openCallStream(ctx context.Context, kv kvv1.KVClient, wg *sync.WaitGroup) (*callStream, error) {
-	sctx, cancel := context.WithCancel(context.Background())
+	sctx, cancel := context.WithCancelCause(context.Background())
 	wait := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
-	timer := time.AfterFunc(wait, cancel)
+	timer := time.AfterFunc(wait, func() { cancel(nil) })
 	stream, err := kv.Stream(sctx)
 	if !timer.Stop() && err == nil {
 		err = fmt.Errorf("open call stream: %w", context.DeadlineExceeded)
 	}
 	if err != nil {
-		cancel()
+		cancel(nil)
 		return nil, err
 	}
-	s := &callStream{stream: stream, cancel: cancel, canceled: sctx.Err}
+	s := &callStream{stream: stream, cancel: cancel, canceled: sctx.Err, cause: func() error { return context.Cause(sctx) }}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -232,6 +234,11 @@ func (s *callStream) receive() {
 				// Nobody here canceled the stream: the node did, as it
 				// does while it stops. Its calls go to another endpoint.
 				err = status.Error(codes.Unavailable, "client: the node ended the call stream: "+status.Convert(err).Message())
+			case status.Code(err) == codes.Canceled && errors.Is(s.cause(), errStreamBroke):
+				// A Send failed (the connection broke, as when the node
+				// dies) and ended the stream: not a cancellation the
+				// caller asked for. Its calls go to another endpoint.
+				err = status.Error(codes.Unavailable, "client: the call stream broke: the connection to the node failed")
 			}
 			s.fail(err)
 			return
@@ -243,8 +250,11 @@ func (s *callStream) receive() {
 // fail ends the stream with err and fails every call waiting on it.
 func (s *callStream) fail(err error) {
 	s.pending.Fail(err)
-	s.cancel()
+	s.cancel(nil)
 }
+
+// errStreamBroke is the cause of a stream ended because a Send failed.
+var errStreamBroke = errors.New("client: a send on the call stream failed")
 
 // failed returns why the stream ended, or nil while it works.
 func (s *callStream) failed() error { return s.pending.Err() }
@@ -271,8 +281,9 @@ func (s *callStream) call(ctx context.Context, req *kvv1.StreamRequest) (*kvv1.S
 	err = s.stream.Send(req)
 	s.sendMu.Unlock()
 	if err != nil {
-		// The stream broke; receive says why and fails this call with it.
-		s.cancel()
+		// The stream broke; receive fails this call, and the others
+		// waiting, as UNAVAILABLE.
+		s.cancel(errStreamBroke)
 	}
 	select {
 	case a := <-ch:

@@ -140,8 +140,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the connections. Calls in flight fail; later calls return
-// ErrClosed. The session can still be exported with SessionToken.
+// Close closes the connections. Calls in flight fail with an error that
+// matches ErrClosed (a write among them may have been applied); later
+// calls return ErrClosed. The session can still be exported with SessionToken.
 func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
@@ -423,6 +424,9 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		if err == nil {
 			return nil
 		}
+		if c.closed.Load() && ctx.Err() == nil && closedUnder(err) {
+			return errClosedInFlight(err)
+		}
 		if !cut {
 			answered = err
 		}
@@ -472,6 +476,21 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		case <-t.C:
 		}
 	}
+}
+
+// closedUnder reports whether err is how gRPC fails a call whose
+// connection or call stream Close ended: CANCELED (the stream's context,
+// or "the client connection is closing") or UNAVAILABLE.
+func closedUnder(err error) bool {
+	code := status.Code(err)
+	return code == codes.Canceled || code == codes.Unavailable
+}
+
+// errClosedInFlight is the error of a call that Close ended while it was
+// in flight: ErrClosed, not the "context canceled" gRPC reports, which
+// would blame the caller's context. A mutation may have been applied.
+func errClosedInFlight(err error) error {
+	return fmt.Errorf("%w: Close ended the call in flight (a write may have been applied; %v)", ErrClosed, status.Convert(err).Message())
 }
 
 // mayHaveReached reports whether a failed attempt may have reached a node

@@ -859,3 +859,50 @@ func TestMessageOverTheSizeLimitIsNotRetried(t *testing.T) {
 		t.Fatalf("put of a 5 MiB value made %d attempts, want 1", n)
 	}
 }
+
+// TestCloseFailsCallsInFlightWithErrClosed: a call that Close ends while
+// the node holds it fails with ErrClosed, on the call stream and unary,
+// not with a "context canceled" that blames the caller's context; Repair
+// after Close fails with ErrClosed too.
+func TestCloseFailsCallsInFlightWithErrClosed(t *testing.T) {
+	for _, unary := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unary=%v", unary), func(t *testing.T) {
+			f, addr := startFake(t)
+			cfg := DefaultConfig()
+			cfg.Endpoints = []string{addr}
+			cfg.DisableLeaderRouting = true
+			cfg.DisableCallStream = unary
+			c, err := New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			f.Block(true)
+			defer f.Block(false)
+			done := make(chan error, 2)
+			go func() { _, err := c.Put(ctx, []byte("k"), []byte("w")); done <- err }()
+			go func() { _, err := c.Scan(ctx, ScanOptions{Prefix: []byte("k")}); done <- err }()
+			deadline := time.Now().Add(10 * time.Second)
+			for f.Calls() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if f.Calls() < 3 {
+				t.Fatalf("the node received %d calls, want 3", f.Calls())
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := <-done; !errors.Is(err, ErrClosed) {
+					t.Errorf("call in flight at Close = %v, want ErrClosed", err)
+				}
+			}
+			if err := c.Repair(ctx, RepairOptions{}, nil); !errors.Is(err, ErrClosed) {
+				t.Errorf("Repair after Close = %v, want ErrClosed", err)
+			}
+		})
+	}
+}

@@ -23,7 +23,8 @@ var ErrInvalidConfig = errors.New("client: invalid config")
 // session token produced by SessionToken.
 var ErrMalformedSession = errors.New("client: malformed session token")
 
-// ErrClosed is returned by calls made after Close.
+// ErrClosed is returned by calls made after Close, and matches (with
+// errors.Is) the error of a call that Close ended while it was in flight.
 var ErrClosed = errors.New("client: client is closed")
 
 // ErrConflict matches every *ConflictError with errors.Is.

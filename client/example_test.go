@@ -7,6 +7,9 @@ import (
 	"log"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/causeway-db/causeway/client"
 )
 
@@ -37,8 +40,18 @@ func Example() {
 		fmt.Printf("%s\n", it.Value)
 	}
 
-	// Linearizable (within the site) read of another keyspace.
-	if _, err := c.Get(ctx, []byte("config"), client.WithKeyspace("settings"), client.WithConsistency(client.Strong)); err != nil {
+	// Linearizable (within the site) read, served by the key's shard leader.
+	if _, err := c.Get(ctx, []byte("greeting"), client.WithConsistency(client.Strong)); err != nil {
+		log.Fatal(err)
+	}
+
+	// A read of another keyspace, which must exist (kvctl keyspace create):
+	// an unknown one fails with NotFound.
+	_, err = c.Get(ctx, []byte("config"), client.WithKeyspace("settings"))
+	switch {
+	case status.Code(err) == codes.NotFound:
+		fmt.Println("no keyspace settings:", err)
+	case err != nil:
 		log.Fatal(err)
 	}
 }

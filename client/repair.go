@@ -29,6 +29,9 @@ func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*ad
 	if ro.Shard != nil && ro.Keyspace == "" {
 		return errors.New("client: repair: a shard needs its keyspace")
 	}
+	if c.closed.Load() {
+		return fmt.Errorf("client: repair: %w", ErrClosed)
+	}
 	o := c.options(opts)
 	req := &adminv1.RepairRequest{Keyspace: ro.Keyspace}
 	if ro.Shard != nil {
@@ -61,6 +64,9 @@ func (c *Client) Repair(ctx context.Context, ro RepairOptions, progress func(*ad
 		}
 	}()
 	if err != nil {
+		if c.closed.Load() && ctx.Err() == nil && closedUnder(err) {
+			err = errClosedInFlight(err)
+		}
 		return fmt.Errorf("client: repair: %w", err)
 	}
 	return nil

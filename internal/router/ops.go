@@ -364,9 +364,12 @@ func routed[T any](ctx context.Context, r *Router, target func() (*shard.Group, 
 // to 6 s with the default timings), so a STRONG read through one of them
 // waits for the election, as a write does (OnLeader), rather than fail
 // with the dead leader's connection error; a CAUSAL read asks another
-// replica. Only the node the client called retries (hop 0).
+// replica. So does a read that a node refused for not hosting the shard:
+// a node that restarts serves its peers before it has opened every
+// replica, and another replica (or the node itself, a moment later)
+// serves the read. Only the node the client called retries (hop 0).
 func (r *Router) retryForward(ctx context.Context, addr string, err error, deadline time.Time) bool {
-	if err == nil || !unavailable(err) {
+	if err == nil || !(unavailable(err) || notHosted(err)) {
 		return false
 	}
 	r.markUnanswered(addr)

@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
+	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
 	"github.com/causeway-db/causeway/internal/shard"
 )
@@ -72,6 +73,13 @@ func RemoteErr(err error) error {
 // elsewhere may fix.
 func unavailable(err error) bool {
 	return errors.Is(err, ErrPeerUnavailable) || status.Code(err) == codes.Unavailable
+}
+
+// notHosted reports whether err is a peer's refusal of a shard it has no
+// open replica of (peer.ErrNotHosted).
+func notHosted(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.FailedPrecondition && strings.HasPrefix(st.Message(), peer.ErrNotHosted.Error())
 }
 
 // unansweredFor is how long a peer that failed a forwarded request is
