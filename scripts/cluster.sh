@@ -7,8 +7,8 @@
 #   scripts/cluster.sh status   show which nodes run
 #
 # Node nK (K = 1, 2, 3) listens on 127.0.0.1 ports B, B+1, B+2, B+3 (client,
-# http, peer, gossip) with B = 7379 + 10*(K-1); n2 and n3 join n1's gossip
-# address. Node nK keeps its data in data/cluster/nK, its log in
+# http, peer, gossip) with B = CLUSTER_PORT_BASE + 10*(K-1) (7379 by
+# default); n2 and n3 join n1's gossip address. Node nK keeps its data in data/cluster/nK, its log in
 # data/cluster/nK.log and its pid in data/cluster/nK.pid. The data survives
 # down/up; delete data/cluster to start a new site.
 #
@@ -18,8 +18,10 @@
 #
 # Environment: CLUSTER_READY_TIMEOUT (seconds, default 60), CLUSTER_STOP_TIMEOUT
 # (seconds, default 30), CLUSTER_NO_BUILD=1 to skip building bin/kvd,
-# CLUSTER_DIR (default data/cluster), CLUSTER_KVD_ARGS (extra kvd flags, split
-# on spaces, e.g. "--shards 256 --pprof").
+# CLUSTER_DIR (default data/cluster), CLUSTER_PORT_BASE (n1's first port,
+# default 7379: e.g. CLUSTER_PORT_BASE=20379 to run beside make run or another
+# site; give down and status the same value), CLUSTER_KVD_ARGS (extra kvd
+# flags, split on spaces, e.g. "--shards 256 --pprof").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ KVD=bin/kvd
 KVCTL=bin/kvctl
 SITE=local
 NODES=(n1 n2 n3)
-JOIN=127.0.0.1:7382
+PORT_BASE=${CLUSTER_PORT_BASE:-7379}
 REPLICAS=3
 READY_TIMEOUT=${CLUSTER_READY_TIMEOUT:-60}
 STOP_TIMEOUT=${CLUSTER_STOP_TIMEOUT:-30}
@@ -43,10 +45,13 @@ die() {
 	exit 1
 }
 
+[[ $PORT_BASE =~ ^[1-9][0-9]*$ ]] && ((PORT_BASE + 23 < 65536)) || die "CLUSTER_PORT_BASE=$PORT_BASE: want a port below 65513"
+JOIN=127.0.0.1:$((PORT_BASE + 3))
+
 # base NODE prints the node's first port.
 base() {
 	local k=${1#n}
-	echo $((7379 + 10 * (k - 1)))
+	echo $((PORT_BASE + 10 * (k - 1)))
 }
 
 client_addr() { echo "127.0.0.1:$(base "$1")"; }

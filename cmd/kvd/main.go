@@ -115,6 +115,7 @@ func parse(args []string, stderr io.Writer) (server.Config, *slog.Logger, gcSett
 		return cfg, nil, gc, flag.ErrHelp
 	}
 	cfg.Shards = uint32(*shards)
+	fs.Visit(func(f *flag.Flag) { cfg.ShardsGiven = cfg.ShardsGiven || f.Name == "shards" })
 	if *shards > 1<<31 {
 		cfg.Shards = 0 // rejected by Validate
 	}

@@ -202,6 +202,9 @@ type Catalog struct {
 	// and when the next check is due.
 	balancedKey string
 	balanceDue  time.Time
+	// replicasWarned names the --replicas values of the last warning
+	// about the site's nodes disagreeing ("" while they agree).
+	replicasWarned string
 	// told is when each removed node that gossip reports alive was last
 	// told it was removed (leaderLoop's goroutine only, tellRemoved).
 	told map[string]time.Time
@@ -719,7 +722,7 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 			reachable = append(reachable, id)
 		}
 	}
-	steps := placement.PlanReachable(st.Map, c.shards(), live, reachable, st.Draining(), c.cfg.Replicas, c.cfg.MaxConcurrentSteps)
+	steps := placement.PlanReachable(st.Map, c.shards(), live, reachable, st.Draining(), c.siteReplicas(alive), c.cfg.MaxConcurrentSteps)
 	if len(steps) == 0 {
 		key := balanceKey(st.Map.Epoch, live, unreachable)
 		now := time.Now()
@@ -753,6 +756,51 @@ func (c *Catalog) lead(ctx context.Context) (more bool, err error) {
 	wg.Wait()
 	err = errors.Join(errs...)
 	return err == nil, err
+}
+
+// siteReplicas returns the replicas per shard the placement aims for: the
+// largest --replicas of this node and the alive nodes that announce one, so
+// that a node started with a smaller value than the others' does not
+// shrink every shard while it leads the catalog; a smaller value takes
+// effect once every node runs it (a rolling restart). While the values
+// differ it warns, naming each node's, once per change.
+func (c *Catalog) siteReplicas(alive []Node) int {
+	r := c.cfg.Replicas
+	values := map[string]int{c.cfg.NodeID: c.cfg.Replicas}
+	differ := false
+	for _, n := range alive {
+		if n.Replicas <= 0 || n.ID == c.cfg.NodeID {
+			continue
+		}
+		values[n.ID] = n.Replicas
+		if n.Replicas != c.cfg.Replicas {
+			differ = true
+		}
+		r = max(r, n.Replicas)
+	}
+	key := ""
+	if differ {
+		ids := make([]string, 0, len(values))
+		for id := range values {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "%s=%d ", id, values[id])
+		}
+		key = strings.TrimSpace(b.String())
+	}
+	if key != c.replicasWarned {
+		c.replicasWarned = key
+		if differ {
+			c.log.Warn("the site's nodes run with different --replicas; placing the largest: give every node of the site the same --replicas (docs/operations.md, Configuration)",
+				"replicas", key, "placing", r)
+		} else {
+			c.log.Info("the site's nodes agree on --replicas again", "replicas", r)
+		}
+	}
+	return r
 }
 
 // addShards puts the shards of the keyspaces that are not in the map yet

@@ -61,6 +61,9 @@ type Node struct {
 	// Unreachable is, for an alive node (Members.Alive), how many other
 	// sites it could not reach lately (gossip; not stored).
 	Unreachable int `json:"-"`
+	// Replicas is, for an alive node (Members.Alive), the --replicas it
+	// announces, 0 when it announces none (not stored).
+	Replicas int `json:"-"`
 }
 
 // RemovedNode is a node removed from the site for good (docs/adr/030).

@@ -137,7 +137,7 @@ func nextStep(msg string) string {
 		return "no node listens at the endpoint: check --endpoints (a node's client address, kvd --client-addr) and that the node runs"
 	case strings.Contains(msg, "no such host"), strings.Contains(msg, "name resolver error: produced zero addresses"):
 		return "the endpoint's host name does not resolve: check --endpoints"
-	case strings.Contains(msg, "unknown keyspace \"") && !strings.Contains(msg, "may not know every keyspace"):
+	case strings.Contains(msg, "unknown keyspace \"") && !strings.Contains(msg, "may not know every keyspace") && !strings.Contains(msg, "retry in a moment"):
 		return "kvctl keyspace list shows the keyspaces, kvctl keyspace create makes one"
 	}
 	return ""

@@ -480,6 +480,18 @@ func (c *Cluster) leaderConfig(ctx context.Context) (Config, error) {
 	return decodeConfig(resp.Config)
 }
 
+// Refresh asks the leader for its configuration, adopts it if it is newer
+// than the node's copy (which the leader's replication would bring a
+// moment later), and returns it.
+func (c *Cluster) Refresh(ctx context.Context) (Config, error) {
+	cfg, err := c.leaderConfig(ctx)
+	if err != nil {
+		return Config{}, err
+	}
+	c.observe(cfg)
+	return cfg, nil
+}
+
 // Apply applies an encoded command (leader), or forwards it to the leader.
 func (c *Cluster) Apply(ctx context.Context, data []byte) (Config, error) {
 	if c.IsLeader() {

@@ -41,7 +41,63 @@ func (w *writer) Write(p []byte) (int, error) {
 				break
 			}
 		}
-		w.log.Log(context.Background(), level, msg)
+		w.log.Log(context.Background(), routineLevel(level, msg), msg)
 	}
 	return len(p), nil
+}
+
+// raftPeerFailures are the messages hashicorp/raft logs at ERROR when a
+// leader fails to replicate to a peer. Whether that is an error depends on
+// why: see routineLevel.
+var raftPeerFailures = []string{
+	"raft: failed to appendEntries to",
+	"raft: failed to heartbeat to",
+	"raft: failed to pipeline appendEntries",
+	"raft: failed to start pipeline replication to",
+	"raft: failed to send snapshot to",
+	"raft: failed to make requestVote RPC",
+}
+
+// peerAway are the causes of a replication failure that mean the peer is
+// down, restarting, or has not opened the group yet (a node that stops,
+// starts again or is being added): routine in a rolling restart, and the
+// leader goes on retrying.
+var peerAway = []string{
+	"code = Unavailable",
+	"unknown raft group",
+	"transport: closed",
+	"append pipeline closed",
+	"connection refused",
+}
+
+// routineLevel returns the level to log msg at, given the level its
+// library gave it: raft's ERROR records of routine, expected conditions
+// are lowered. A leader that learns of a newer term steps down, as raft
+// means it to (info); a leader or candidate that cannot reach a peer that
+// is down or restarting retries until it is back (warn: a peer away for
+// long shows in kvctl cluster members and the unreachable-node metrics);
+// memberlist's sends on the sockets its own shutdown closed (info). Every
+// other record keeps its level.
+func routineLevel(level slog.Level, msg string) slog.Level {
+	if level != slog.LevelError {
+		return level
+	}
+	if strings.HasPrefix(msg, "raft: peer has newer term") {
+		return slog.LevelInfo
+	}
+	// memberlist's sends that race its own shutdown, as the node stops.
+	if strings.HasPrefix(msg, "memberlist:") && strings.Contains(msg, "use of closed network connection") {
+		return slog.LevelInfo
+	}
+	for _, f := range raftPeerFailures {
+		if !strings.HasPrefix(msg, f) {
+			continue
+		}
+		for _, cause := range peerAway {
+			if strings.Contains(msg, cause) {
+				return slog.LevelWarn
+			}
+		}
+	}
+	return level
 }

@@ -19,18 +19,21 @@ const (
 	// MaxAddrLen is the longest ClientAddr or PeerAddr.
 	MaxAddrLen = 128
 	// MaxMetaSize is the largest encoding MarshalBinary produces.
-	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen) + 8 + 1
+	MaxMetaSize = 1 + 2*(1+MaxNameLen) + 2*(2+MaxAddrLen) + 8 + 1 + 1
 )
 
 // metaVersion is the version byte MarshalBinary writes for a Meta without
 // an Incarnation; metaVersionIncarnation, followed by the version-1
 // fields and the incarnation (8 bytes, big endian), for one with;
 // metaVersionReach, followed by the version-2 fields and Unreachable (1
-// byte), for one with both.
+// byte), for one with both; metaVersionReplicas, followed by the version-3
+// fields (Unreachable even when 0) and Replicas (1 byte), for one with an
+// Incarnation and Replicas.
 const (
 	metaVersion            = 1
 	metaVersionIncarnation = 2
 	metaVersionReach       = 3
+	metaVersionReplicas    = 4
 )
 
 // Compile-time check that every valid Meta fits memberlist's node meta.
@@ -55,6 +58,10 @@ type Meta struct {
 	// as many sites as their site's best connected node. Announced only
 	// with an Incarnation.
 	Unreachable uint8
+	// Replicas is the node's --replicas, 0 when not announced (a node of
+	// an older release): the site catalog's leader compares the site's
+	// values. Announced only with an Incarnation.
+	Replicas uint8
 }
 
 // Name is the node's memberlist name, Site + "/" + NodeID. Names are unique
@@ -94,6 +101,9 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 		if m.Unreachable != 0 {
 			version = metaVersionReach
 		}
+		if m.Replicas != 0 {
+			version = metaVersionReplicas
+		}
 	}
 	b = append(b, version)
 	for _, f := range [...]string{m.Site, m.NodeID, m.ClientAddr, m.PeerAddr} {
@@ -102,8 +112,11 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 	}
 	if m.Incarnation != 0 {
 		b = binary.BigEndian.AppendUint64(b, m.Incarnation)
-		if m.Unreachable != 0 {
+		if version >= metaVersionReach {
 			b = append(b, m.Unreachable)
+		}
+		if version >= metaVersionReplicas {
+			b = append(b, m.Replicas)
 		}
 	}
 	return b, nil
@@ -141,7 +154,7 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 		rest = rest[n:]
 	}
 	var inc uint64
-	var unreachable uint8
+	var unreachable, replicas uint8
 	switch {
 	case version == metaVersion && len(rest) > 0:
 		return fmt.Errorf("%w: %d trailing bytes", ErrMalformedMeta, len(rest))
@@ -158,8 +171,14 @@ func (m *Meta) UnmarshalBinary(b []byte) error {
 			}
 			unreachable = rest[8]
 		}
+		if version >= metaVersionReplicas {
+			if len(rest) < 10 || (version == metaVersionReplicas && len(rest) != 10) {
+				return fmt.Errorf("%w: version %d with %d bytes after the addresses", ErrMalformedMeta, version, len(rest))
+			}
+			replicas = rest[9]
+		}
 	}
-	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3], Incarnation: inc, Unreachable: unreachable}
+	dec := Meta{Site: fields[0], NodeID: fields[1], ClientAddr: fields[2], PeerAddr: fields[3], Incarnation: inc, Unreachable: unreachable, Replicas: replicas}
 	if err := dec.Validate(); err != nil {
 		return err
 	}

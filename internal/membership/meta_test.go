@@ -24,6 +24,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		// count.
 		Incarnation: 1 << 63,
 		Unreachable: 255,
+		Replicas:    7,
 	}
 	for _, m := range []Meta{
 		validMeta(),
@@ -141,12 +142,13 @@ func TestUnmarshalNewerVersion(t *testing.T) {
 	m := validMeta()
 	m.Incarnation = 0x0102030405060708
 	m.Unreachable = 2
-	b := encodeFields(4, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr)
-	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8, 2)
+	m.Replicas = 3
+	b := encodeFields(5, m.Site, m.NodeID, m.ClientAddr, m.PeerAddr)
+	b = append(b, 1, 2, 3, 4, 5, 6, 7, 8, 2, 3)
 	b = append(b, encodeFields(0, "zone-a")[1:]...)
 	var got Meta
 	if err := got.UnmarshalBinary(b); err != nil {
-		t.Fatalf("UnmarshalBinary(version 4): %v", err)
+		t.Fatalf("UnmarshalBinary(version 5): %v", err)
 	}
 	if got != m {
 		t.Fatalf("got %+v, want %+v", got, m)

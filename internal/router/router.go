@@ -77,6 +77,12 @@ type Config struct {
 	// reason. A request naming a keyspace the node does not know then
 	// fails saying that the keyspace may have been created elsewhere.
 	Unheard func() string
+	// Recent, if set, reports whether keyspace, unknown to this node,
+	// exists in the cluster configuration's leader's copy: created
+	// moments ago, it has not reached this node's copy yet. A request
+	// naming it then fails saying to retry, not that no such keyspace
+	// exists.
+	Recent func(keyspace string) bool
 }
 
 // DefaultMaxClockAhead is Config.MaxClockAhead's default.
@@ -178,6 +184,9 @@ func (r *Router) shardCount(keyspace string) (uint32, error) {
 			// from the cluster is unknown here until it does.
 			return 0, fmt.Errorf("%w %s: site %s may not know every keyspace (%s); if it was created at another site, retry once this site reaches the others, or use a node of another site", ErrUnknownKeyspace, name, r.cfg.Site, why)
 		}
+	}
+	if r.cfg.Recent != nil && r.cfg.Recent(keyspace) {
+		return 0, fmt.Errorf("%w %s: created moments ago, it has not reached node %s yet; retry in a moment", ErrUnknownKeyspace, name, r.cfg.NodeID)
 	}
 	return 0, fmt.Errorf("%w %s", ErrUnknownKeyspace, name)
 }

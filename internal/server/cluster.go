@@ -83,6 +83,27 @@ func (s *Server) siteKeyspaces(cfg cluster.Config) (map[string]uint32, map[strin
 	return cfg.Held(s.cfg.Site)
 }
 
+// checkShardsFlag warns when the node's --shards, given on the command
+// line, differs from the shard count of the cluster's default keyspace,
+// which was fixed when the cluster was created: the value changes nothing.
+// It reports whether the node knew its cluster's configuration to check.
+func (s *Server) checkShardsFlag() bool {
+	cfg, _ := s.cluster.Config()
+	if _, ok := cfg.Sites[s.cfg.Site]; !ok {
+		return false // not registered yet: the configuration is not the cluster's
+	}
+	ks, ok := cfg.Keyspaces[cluster.DefaultKeyspace]
+	if !ok {
+		return true
+	}
+	if ks.Shards != s.cfg.Shards {
+		s.log.Warn(fmt.Sprintf("--shards %d is ignored: the cluster's default keyspace has %d shards, fixed when the cluster was created (kvctl keyspace list shows every keyspace's count); "+
+			"drop --shards, or give kvctl keyspace create --shards N for a new keyspace", s.cfg.Shards, ks.Shards),
+			"shards", s.cfg.Shards, "default_keyspace_shards", ks.Shards)
+	}
+	return true
+}
+
 // followCluster keeps the router and the site catalog on the node's copy
 // of the cluster configuration, and registers a node that has not joined
 // the cluster yet (a later node of a site, started with --join only)
@@ -91,7 +112,11 @@ func (s *Server) followCluster() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		shardsChecked := !s.cfg.ShardsGiven
 		for {
+			if !shardsChecked {
+				shardsChecked = s.checkShardsFlag()
+			}
 			if own, _ := s.cluster.Config(); own.Removed != nil {
 				if r, ok := own.Removed[s.cfg.Site]; ok {
 					s.siteRemoved("the cluster configuration", r.Version)

@@ -52,6 +52,10 @@ type Config struct {
 	JoinCluster []string
 	// Shards is the number of shards of each keyspace created by this node.
 	Shards uint32
+	// ShardsGiven says the operator gave Shards (kvd --shards): a node of
+	// an existing cluster whose default keyspace has another count warns
+	// that the value changes nothing.
+	ShardsGiven bool
 	// Replicas is R, the replicas of each shard inside the site (fewer
 	// while the site has fewer nodes).
 	Replicas int

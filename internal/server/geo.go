@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
@@ -57,6 +58,33 @@ func (s *Server) unheard() string {
 		}
 	}
 	return strings.Join(why, ", and ")
+}
+
+// recentKeyspace implements router.Config.Recent: whether the leader of
+// the cluster configuration has keyspace, which this node's copy lacks (a
+// keyspace created moments ago). It asks the leader, within a second, and
+// adopts its configuration; calls that come while one asks share its
+// answer, so that requests naming an unknown keyspace send the leader one
+// request at a time.
+func (s *Server) recentKeyspace(keyspace string) bool {
+	if s.cfg.FixedCluster != nil || s.cluster == nil || s.cluster.IsLeader() {
+		return false
+	}
+	start := time.Now()
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	if s.refresh.started.Before(start) {
+		s.refresh.started = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cfg, err := s.cluster.Refresh(ctx)
+		cancel()
+		if err != nil {
+			cfg = cluster.Config{}
+		}
+		s.refresh.cfg = cfg
+	}
+	_, ok := s.refresh.cfg.Keyspaces[keyspace]
+	return ok
 }
 
 // siteRemoved stops the node when a node of another site answers that its

@@ -71,6 +71,9 @@ func (s *Server) updateMeta(what string, f func(*membership.Meta)) {
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
 	meta := s.members.Local().Meta
+	// Replicas travels only with an Incarnation: the meta gossip decoded
+	// before this node had one lacks it.
+	meta.Replicas = uint8(s.cfg.Replicas)
 	f(&meta)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -46,7 +46,7 @@ func (s *siteMembers) Alive() ([]catalog.Node, map[string]time.Time) {
 		foreign := local != 0 && mb.Incarnation != 0 && mb.Incarnation != local && !guards.Off(guards.SiteIncarnation)
 		if mb.State == membership.StateAlive && !foreign {
 			delete(s.downSince, mb.NodeID)
-			alive = append(alive, catalog.Node{ID: mb.NodeID, PeerAddr: mb.PeerAddr, ClientAddr: mb.ClientAddr, Unreachable: int(mb.Unreachable)})
+			alive = append(alive, catalog.Node{ID: mb.NodeID, PeerAddr: mb.PeerAddr, ClientAddr: mb.ClientAddr, Unreachable: int(mb.Unreachable), Replicas: int(mb.Replicas)})
 		} else if _, ok := s.downSince[mb.NodeID]; !ok {
 			// Since gossip declared it dead, if it did: the catalog
 			// leader's round may come much later (and a new leader's

@@ -75,6 +75,13 @@ type Server struct {
 	dirLock *os.File // flock on DataDir, held until Stop ends
 
 	metaMu sync.Mutex // serializes gossip meta updates (updateMeta)
+	// refresh is recentKeyspace's last answer from the leader of the
+	// cluster configuration: when it was asked and its configuration.
+	refresh struct {
+		sync.Mutex
+		started time.Time
+		cfg     cluster.Config
+	}
 
 	db      *storage.DB // MVCC state
 	logDB   *storage.DB // raft stable stores
@@ -288,7 +295,7 @@ func (s *Server) Start() (err error) {
 	poolOpts = append(poolOpts, grpc.WithChainUnaryInterceptor(s.stampUnary), grpc.WithChainStreamInterceptor(s.stampStream))
 	s.pool = peer.NewPool(poolOpts...)
 
-	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr})
+	mcfg := membership.DefaultConfig(s.cfg.GossipAddr, membership.Meta{Site: s.cfg.Site, NodeID: s.cfg.NodeID, ClientAddr: clientAddr, PeerAddr: peerAddr, Replicas: uint8(s.cfg.Replicas)})
 	mcfg.Profile = s.cfg.GossipProfile
 	mcfg.Seeds = s.cfg.Join
 	if faults != nil {
@@ -388,7 +395,7 @@ func (s *Server) Start() (err error) {
 		defer close(s.hostDone)
 		s.host.Run(hctx, s.catalog.Map)
 	}()
-	s.router = router.New(router.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, CausalWait: s.cfg.CausalWait, MoveWait: s.cfg.SessionMoveWait, VersionRetention: s.cfg.Shard.VersionRetention, Unheard: s.unheard},
+	s.router = router.New(router.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, CausalWait: s.cfg.CausalWait, MoveWait: s.cfg.SessionMoveWait, VersionRetention: s.cfg.Shard.VersionRetention, Unheard: s.unheard, Recent: s.recentKeyspace},
 		keyspaces, s.host, s.catalog, s.pool, clock, s.log.With("component", "router"), router.NewMetrics(s.reg))
 
 	rcfg := rpc.Config{Site: s.cfg.Site, NodeID: s.cfg.NodeID, Limits: s.cfg.Limits}
