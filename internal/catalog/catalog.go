@@ -856,6 +856,16 @@ func (c *Catalog) balanceLeaders(ctx context.Context, st State, alive map[string
 				c.log.Debug("shard leadership not moved to a replica that failed its consistency check", "shard", s.String(), "to", want)
 				continue
 			}
+			if errors.Is(err, ErrLeaderNotYet) {
+				// The leader does not hear the target, or its replication
+				// has not caught it up (yet): gossip may report a node
+				// alive again before the shard's leader reaches it. A
+				// transfer now would hold the shard's writes until it
+				// caught up; the next round tries again.
+				moves--
+				c.log.Debug("shard leadership not moved to a replica that has not caught up with its leader", "shard", s.String(), "to", want)
+				continue
+			}
 			c.m.steps.WithLabelValues("transfer-leader", "error").Inc()
 			errs = append(errs, err)
 			continue

@@ -37,6 +37,11 @@ var (
 	// ErrTargetCorrupt: leadership does not move to a replica that failed
 	// its group's last consistency check.
 	ErrTargetCorrupt = errors.New("peer: the replica failed its consistency check")
+	// ErrTargetSilent: leadership does not move to a replica the leader
+	// has had no answer from lately, or that lacks much of its log (cut
+	// off, restarting, or its link just came back): raft would hold the
+	// shard's writes until the transfer caught it up or timed out.
+	ErrTargetSilent = errors.New("peer: the replica has not answered or caught up with the leader lately")
 	// ErrNotLeader: this node does not lead the shard (any more). Retryable
 	// at the leader.
 	ErrNotLeader = errors.New("peer: not the shard leader")
@@ -71,6 +76,7 @@ var codeTable = []struct {
 	{ErrNotHosted, codes.FailedPrecondition},
 	{ErrNotVoter, codes.FailedPrecondition},
 	{ErrTargetCorrupt, codes.FailedPrecondition},
+	{ErrTargetSilent, codes.FailedPrecondition},
 	{ErrUnsafeRecovery, codes.FailedPrecondition},
 	{ErrHasLeader, codes.FailedPrecondition},
 	{catalog.ErrUnknownShard, codes.NotFound},

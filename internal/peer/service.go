@@ -190,6 +190,13 @@ func (s *Service) ChangeReplicas(ctx context.Context, req *peerv1.ChangeReplicas
 			}
 			cur.Address = addr
 		}
+		if !g.FollowerCaughtUp(cur.Address) {
+			// hashicorp/raft refuses every write of the shard while a
+			// transfer waits for its target to catch up: gossip reports
+			// a node alive again seconds before the leader's replication,
+			// backing off after failures, reaches it.
+			return nil, toStatus(fmt.Errorf("%w: transfer leadership of %s to %s at %s: the transfer would hold the shard's writes until it caught up; retry once it has (a node cut off, restarting, or whose link just came back)", ErrTargetSilent, g.ID(), req.NodeId, cur.Address))
+		}
 		if err := g.Wait(ctx, r.LeadershipTransferToServer(cur.ID, cur.Address)); err != nil {
 			return nil, toStatus(unavailable(fmt.Errorf("transfer leadership of %s to %s: %w", g.ID(), req.NodeId, err)))
 		}
@@ -518,6 +525,9 @@ func (x Shards) TransferLeader(ctx context.Context, s placement.Shard, replicas 
 	err := x.change(ctx, s, replicas, to, peerv1.ChangeReplicasRequest_OP_TRANSFER_LEADER)
 	if status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), ErrTargetCorrupt.Error()) {
 		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderRefused, to.ID, s, err)
+	}
+	if status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), ErrTargetSilent.Error()) {
+		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderNotYet, to.ID, s, err)
 	}
 	return err
 }

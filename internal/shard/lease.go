@@ -108,3 +108,40 @@ func (g *Group) leaseHeld(term uint64) bool {
 	}
 	return time.Now().Before(until)
 }
+
+// transferSlack is how many of its leader's entries a replica may lack and
+// still take the leadership: about what a busy shard commits while the
+// transfer catches the replica up.
+const transferSlack = 64
+
+// ackTransport is a raft transport that tracks, on the leader, the last
+// entry each follower acknowledged (transport.Acknowledged).
+type ackTransport interface {
+	Acknowledged(target raft.ServerAddress, term uint64) (uint64, bool)
+}
+
+// FollowerCaughtUp reports whether this replica leads and the replica at
+// addr can take its leadership at once: it answered lately, with a
+// promise (FollowerLease) that still runs, and acknowledged every entry
+// of the leader's log but the last transferSlack. hashicorp/raft
+// refuses every write of the shard while a transfer waits for its
+// target to catch up, and its replication to a follower that failed for
+// a while waits up to ten seconds between attempts, also once the
+// follower answers again. Without a transport that tells, it reports
+// whether this replica leads.
+func (g *Group) FollowerCaughtUp(addr raft.ServerAddress) bool {
+	r := g.raft
+	term := r.CurrentTerm()
+	if r.State() != raft.Leader {
+		return false
+	}
+	if lt := g.leases; lt != nil && !time.Now().Before(lt.FollowerLease(addr, term)) {
+		return false
+	}
+	at, ok := g.deps.Transport.(ackTransport)
+	if !ok {
+		return true
+	}
+	idx, ok := at.Acknowledged(addr, term)
+	return ok && idx+transferSlack >= r.LastIndex()
+}
