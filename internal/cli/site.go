@@ -177,6 +177,22 @@ func (a *app) nodeCommand() *cobra.Command {
 	return groupCommand("node", "Node maintenance", a.drainCommand(), a.removeCommand())
 }
 
+// oneName accepts exactly one non-empty argument, named name in the
+// command's usage and described by what.
+func oneName(name, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return usageErrorf("%s needs %s, %s", cmd.CommandPath(), name, what)
+		case len(args) > 1:
+			return usageErrorf("%s takes one %s, got %d arguments: %q", cmd.CommandPath(), name, len(args), args)
+		case args[0] == "":
+			return usageErrorf("%s is empty", name)
+		}
+		return nil
+	}
+}
+
 func (a *app) removeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove NODE",
@@ -197,17 +213,7 @@ for longer than kvd's --dead-grace.
 
 Prints the placement epoch that records the removal. Exits with code 1 if
 the site does not know NODE or removed it already.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case len(args) == 0:
-				return usageErrorf("%s needs NODE, the id of the node to remove (kvctl cluster members lists the site's nodes)", cmd.CommandPath())
-			case len(args) > 1:
-				return usageErrorf("%s takes one NODE, got %d arguments: %q", cmd.CommandPath(), len(args), args)
-			case args[0] == "":
-				return usageErrorf("NODE is empty")
-			}
-			return nil
-		},
+		Args: oneName("NODE", "the id of the node to remove (kvctl cluster members lists the site's nodes)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
 			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {

@@ -37,17 +37,7 @@ code 6. The answering node refuses (exit code 5) a site it reaches, and
 its own site: ask a node of another site. A keyspace held by SITE alone is
 refused too (exit code 2): add another site to it first. Exits with code 1
 if the cluster has no such site, or removed it already.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case len(args) == 0:
-				return usageErrorf("%s needs SITE, the name of the site to remove (kvctl cluster sites lists them)", cmd.CommandPath())
-			case len(args) > 1:
-				return usageErrorf("%s takes one SITE, got %d arguments: %q", cmd.CommandPath(), len(args), args)
-			case args[0] == "":
-				return usageErrorf("SITE is empty")
-			}
-			return nil
-		},
+		Args: oneName("SITE", "the name of the site to remove (kvctl cluster sites lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			site := args[0]
 			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
