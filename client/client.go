@@ -417,7 +417,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 				c.log.Debug("client: back to the first endpoint", "endpoint", c.cfg.Endpoints[0])
 			}
 		}
-		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(ctx, o, pinned < 0 && n > 1))
 		err := call(actx, ep)
 		cut := actx.Err() != nil || cutByServer(actx, err)
 		cancel()
@@ -429,6 +429,16 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		}
 		if !cut {
 			answered = err
+		}
+		if cerr := ctx.Err(); cerr != nil && !fromContext(err) {
+			if retry, _ := retryable(context.Background(), err); retry {
+				// The attempt failed in a way another attempt may fix
+				// (a node that could not reach a shard leader, a leader
+				// being elected), but the caller's context ended as it
+				// did: the error says so, or it would read as the
+				// client's giving up on the first failure.
+				return callError(err, cut, answered, cerr, attempt+1, time.Since(start))
+			}
 		}
 		retry, failover := retryable(ctx, err)
 		failover = failover && pinned < 0 && n > 1
@@ -458,7 +468,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			return tooLargeError(err)
 		}
 		if !retry || attempt >= c.cfg.MaxRetries || c.closed.Load() {
-			return callError(err, cut, answered, attempt+1, time.Since(start))
+			return callError(err, cut, answered, nil, attempt+1, time.Since(start))
 		}
 		if failover {
 			failovers++
@@ -472,10 +482,46 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return callError(err, cut, answered, attempt+1, time.Since(start))
+			var ended error
+			if !fromContext(err) {
+				ended = ctx.Err()
+			}
+			return callError(err, cut, answered, ended, attempt+1, time.Since(start))
 		case <-t.C:
 		}
 	}
+}
+
+// minReadAttempt is the least time an attempt of a read is given when
+// attemptTimeout splits the caller's time.
+const minReadAttempt = 250 * time.Millisecond
+
+// attemptTimeout returns how long the next attempt of a call may take:
+// RequestTimeout, or for a read that may go to another endpoint (others)
+// at most half of the time the caller's deadline leaves, and no less than
+// minReadAttempt. A node that accepts calls and answers none (stopped,
+// hung, cut off after the connection was made) is then left within one
+// call, which tries the next endpoint, and so do the calls after it:
+// bounded by RequestTimeout alone, every call with a shorter deadline
+// would end on that node until the connection's keepalive dropped it.
+// A mutation keeps RequestTimeout: once an attempt may have reached a
+// node, its retries stay at that node's site.
+func (c *Client) attemptTimeout(ctx context.Context, o callOptions, others bool) time.Duration {
+	d := c.cfg.RequestTimeout
+	if !o.read || !others {
+		return d
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl)/2, minReadAttempt))
+	}
+	return d
+}
+
+// fromContext reports whether err is a context's end (the attempt's or
+// the caller's), as gRPC reports it.
+func fromContext(err error) bool {
+	code := status.Code(err)
+	return code == codes.DeadlineExceeded || code == codes.Canceled
 }
 
 // closedUnder reports whether err is how gRPC fails a call whose
@@ -559,9 +605,11 @@ func cutByServer(actx context.Context, err error) bool {
 // error (with err's code) also says what the server answered, unless err
 // says it already (with other times or versions): a wait that the server
 // explained (a session moving between sites, a write waiting for other
-// sites) is otherwise reported as a bare deadline. A status error keeps
-// its code and details.
-func callError(err error, cut bool, answered error, attempts int, took time.Duration) error {
+// sites) is otherwise reported as a bare deadline. ended is the caller's
+// context's error when it ended the call before err could be retried:
+// the error says so, and how many attempts the call made, even one. A
+// status error keeps its code and details.
+func callError(err error, cut bool, answered, ended error, attempts int, took time.Duration) error {
 	var notes []string
 	if cut && answered != nil && answered != err {
 		msg, last := status.Convert(answered).Message(), status.Convert(err).Message()
@@ -569,8 +617,14 @@ func callError(err error, cut bool, answered error, attempts int, took time.Dura
 			notes = append(notes, "the last answer before it: "+msg)
 		}
 	}
-	if attempts > 1 {
+	if ended != nil {
+		notes = append(notes, fmt.Sprintf("the caller's context ended (%v) before it could be retried", ended))
+	}
+	switch {
+	case attempts > 1:
 		notes = append(notes, fmt.Sprintf("the call made %d attempts in %v", attempts, took.Round(time.Millisecond)))
+	case ended != nil:
+		notes = append(notes, fmt.Sprintf("the call made 1 attempt in %v", took.Round(time.Millisecond)))
 	}
 	if len(notes) == 0 {
 		return err

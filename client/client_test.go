@@ -791,7 +791,7 @@ func TestCallErrorDoesNotRepeatTheAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := callError(st.Err(), true, answered, 4, 8*time.Second)
+	got := callError(st.Err(), true, answered, nil, 4, 8*time.Second)
 	want := msg + " (the call made 4 attempts in 8s)"
 	gs := status.Convert(got)
 	if gs.Code() != codes.DeadlineExceeded || gs.Message() != want || len(gs.Details()) != 1 {
@@ -802,12 +802,12 @@ func TestCallErrorDoesNotRepeatTheAnswer(t *testing.T) {
 	durable := func(took string) error {
 		return status.Error(codes.DeadlineExceeded, "version 1796627556911.0@s1 is committed; site s3 had not applied it "+took+" after its commit")
 	}
-	got = callError(durable("7.971s"), true, durable("6.98s"), 3, 8*time.Second)
+	got = callError(durable("7.971s"), true, durable("6.98s"), nil, 3, 8*time.Second)
 	if strings.Contains(got.Error(), "the last answer before it") || !strings.Contains(got.Error(), "7.971s after its commit (the call made 3 attempts in 8s)") {
 		t.Fatalf("callError = %v, want the last answer alone with the attempts", got)
 	}
 	// Another answer is still quoted.
-	got = callError(status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true, answered, 2, time.Second)
+	got = callError(status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true, answered, nil, 2, time.Second)
 	if !strings.Contains(got.Error(), "(the last answer before it: "+msg+"; the call made 2 attempts in 1s)") {
 		t.Fatalf("callError = %v, want the earlier answer and the attempts", got)
 	}

@@ -40,7 +40,10 @@ type Config struct {
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds one attempt of a call (a retried call makes
-	// several attempts). An attempt never outlives the caller's context.
+	// several attempts). An attempt never outlives the caller's context;
+	// an attempt of a read with other endpoints to try gets at most half
+	// of the time the caller's deadline leaves (see the package
+	// documentation, "Endpoint failover").
 	// Zero means the DefaultConfig value.
 	RequestTimeout time.Duration
 

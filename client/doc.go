@@ -30,14 +30,29 @@
 //     several attempts ends with how many and how long the call took in
 //     all (the server's text describes the last attempt only), and the
 //     error of a call a deadline cut also quotes the last answer a server
-//     gave before it, unless it says the same.
+//     gave before it, unless it says the same. A call whose caller's
+//     context ended as an attempt failed in a retryable way (the node
+//     called could not reach the shard leader, say), or while it waited to
+//     retry, fails with that attempt's error, which then says that the
+//     context ended the call before it could be retried and how many
+//     attempts it made, even one.
 //     A keyspace that is not valid UTF-8 fails INVALID_ARGUMENT before
 //     anything is sent. A message that gRPC refuses for its size (a value
 //     far over the node's limit) fails INVALID_ARGUMENT after one attempt,
 //     with a message that gives the limits: every retry would send it in
 //     vain.
 //   - Endpoint failover. When an endpoint is unavailable the client moves to
-//     the next one and stays there until that one fails in turn.
+//     the next one and stays there until that one fails in turn. An
+//     attempt that runs out of time without an answer also moves it. A
+//     read (Get, BatchGet, Scan, ScanAll, History, GetTxn) that may go to
+//     another endpoint bounds each attempt to half of the time left to the
+//     caller's deadline (at least 250 ms, at most Config.RequestTimeout),
+//     so that a node that takes calls and answers none (stopped, hung) is
+//     left within one call, which tries the next endpoint, and the calls
+//     after it start there. A mutation's attempts keep
+//     Config.RequestTimeout: with a deadline shorter than that, a mutation
+//     sent to a hung node fails with DEADLINE_EXCEEDED (it may have
+//     reached the node) until the connection's keepalive drops it.
 //   - Leader routing. Writes and STRONG reads of one key are served by the
 //     leader of the key's shard. The client learns the shard leaders and the
 //     nodes' addresses from the Admin API in the background (every

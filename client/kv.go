@@ -49,6 +49,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) (Ve
 // deleted) key is not an error: the Item has Found false.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (Item, error) {
 	o := c.options(opts)
+	o.read = true
 	req := &kvv1.GetRequest{Key: key, Consistency: o.protoConsistency()}
 	var resp *kvv1.GetResponse
 	err := c.invokeKV(ctx, o, o.strongRoute(key), func(ctx context.Context, kv kvv1.KVClient, to dest) (_ *kvv1.ResponseHeader, err error) {
@@ -90,6 +91,7 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (v Vers
 // in the order of keys.
 func (c *Client) BatchGet(ctx context.Context, keys [][]byte, opts ...Option) ([]Item, error) {
 	o := c.options(opts)
+	o.read = true
 	req := &kvv1.BatchGetRequest{Keys: keys, Consistency: o.protoConsistency()}
 	var resp *kvv1.BatchGetResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
@@ -120,6 +122,7 @@ func (c *Client) GetTxn(ctx context.Context, keys [][]byte, opts ...Option) ([]I
 // the site that served it).
 func (c *Client) GetTxnAt(ctx context.Context, keys [][]byte, opts ...Option) ([]Item, uint64, error) {
 	o := c.options(opts)
+	o.read = true
 	req := &kvv1.GetTxnRequest{Keys: keys}
 	var resp *kvv1.GetTxnResponse
 	err := c.invoke(ctx, o, func(ctx context.Context, ep int) (err error) {
@@ -167,6 +170,7 @@ type ScanPage struct {
 // to follow the continuation tokens.
 func (c *Client) Scan(ctx context.Context, so ScanOptions, opts ...Option) (ScanPage, error) {
 	o := c.options(opts)
+	o.read = true
 	if len(so.Prefix) > 0 && (len(so.Start) > 0 || len(so.End) > 0) {
 		return ScanPage{}, fmt.Errorf("client: scan: %w", invalidArgument("prefix cannot be combined with start or end"))
 	}
@@ -320,6 +324,7 @@ type HistoryEntry struct {
 // never written has an empty history.
 func (c *Client) History(ctx context.Context, key []byte, limit int, opts ...Option) ([]HistoryEntry, error) {
 	o := c.options(opts)
+	o.read = true
 	if limit < 0 {
 		return nil, fmt.Errorf("client: history: %w", invalidArgument("negative limit %d", limit))
 	}

@@ -49,6 +49,10 @@ type callOptions struct {
 	// CompareAndDelete): once one of its attempts may have reached a node,
 	// it is retried only at that node's site (Client.invoke).
 	mutation bool
+	// read marks a call that only reads (Get, BatchGet, Scan, History,
+	// GetTxn): any node may serve it again, so with other endpoints each
+	// attempt is bounded to part of the caller's time (Client.invoke).
+	read bool
 }
 
 // WithKeyspace makes the call use keyspace ks instead of Config.Keyspace.

@@ -133,7 +133,9 @@ func nextStep(msg string) string {
 	switch {
 	case strings.Contains(msg, "frame header looked like an HTTP/1.1 header"):
 		return "the endpoint answers HTTP/1.1, not gRPC: it may be a node's HTTP address (kvd --http-addr); give its client address (kvd --client-addr) with --endpoints"
-	case strings.Contains(msg, "connect: connection refused"):
+	case strings.Contains(msg, "connect: connection refused") && !strings.Contains(msg, "to forward the request"):
+		// (A node's forward to another node that is down names that
+		// node's peer address: the endpoint itself works.)
 		return "no node listens at the endpoint: check --endpoints (a node's client address, kvd --client-addr) and that the node runs"
 	case strings.Contains(msg, "no such host"), strings.Contains(msg, "name resolver error: produced zero addresses"):
 		return "the endpoint's host name does not resolve: check --endpoints"

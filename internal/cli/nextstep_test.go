@@ -22,3 +22,18 @@ func TestUnknownKeyspaceNextStep(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardRefusedIsNotANoNodeHint: a node that could not connect to the
+// shard leader it forwards a write to (a leader killed) answers with the
+// leader's peer address and "connection refused"; kvctl added "no node
+// listens at the endpoint: check --endpoints", although the endpoint
+// answered.
+func TestForwardRefusedIsNotANoNodeHint(t *testing.T) {
+	msg := `put: router: node unavailable: the node could not connect to another node to forward the request: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:7812: connect: connection refused" (the call made 3 attempts in 2s) (Unavailable)`
+	if h := nextStep(msg); strings.Contains(h, "no node listens") {
+		t.Fatalf("nextStep(%q) = %q", msg, h)
+	}
+	if h := nextStep(`put: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:7800: connect: connection refused" (Unavailable)`); !strings.Contains(h, "no node listens") {
+		t.Fatalf("an endpoint that refuses connections gets %q", h)
+	}
+}

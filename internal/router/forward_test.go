@@ -3,11 +3,13 @@ package router
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
@@ -66,5 +68,40 @@ func TestForwardedReadOfANodeWithoutTheReplicaIsRoutedAgain(t *testing.T) {
 	reps := []catalog.Node{{PeerAddr: addr}, {PeerAddr: other}}
 	if got := r.pickReplica(reps); got != other {
 		t.Fatalf("the next choice is %s, want the other replica %s", got, other)
+	}
+}
+
+// TestRemoteErrOfAnUnreachablePeerIsNotTheClients: a forward to a node
+// that is down (a shard leader killed) failed with gRPC's own connection
+// error, which the node passed on as is: the client took it for its own
+// failure to connect (a request that reached no node) and its user saw a
+// peer address they never configured. The error keeps its code and says
+// that the node's forward failed.
+func TestRemoteErrOfAnUnreachablePeerIsNotTheClients(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = peerv1.NewNodeClient(conn).ScanShard(ctx, &peerv1.ScanShardRequest{
+		Shard: &peerv1.ShardRef{Keyspace: "default", Shard: 2}, Limit: 10,
+	})
+	if !strings.HasPrefix(status.Convert(err).Message(), "connection error:") {
+		t.Fatalf("a call to a closed port failed with %v, not gRPC's connection error", err)
+	}
+	err = RemoteErr(err)
+	if !unavailable(err) {
+		t.Fatalf("RemoteErr = %v: not a peer's unavailability", err)
+	}
+	if msg := status.Convert(err).Message(); strings.HasPrefix(msg, "connection error:") || !strings.Contains(msg, addr) {
+		t.Fatalf("RemoteErr = %q: it reads as the caller's own connection failure, or lost the address", msg)
 	}
 }

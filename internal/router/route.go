@@ -58,12 +58,20 @@ func forwardCtx(ctx context.Context) context.Context {
 }
 
 // RemoteErr passes a remote status through and wraps any other failure of
-// a call to another node in ErrPeerUnavailable.
+// a call to another node in ErrPeerUnavailable. So is gRPC's own status
+// that the call could not connect to the node (UNAVAILABLE too, and
+// saying that it is this node's forward that failed): passed on as is, the
+// client would read it as its own connection failure (a request that
+// reached no node, so a write it may send anywhere), and its user would
+// see a peer address they never configured.
 func RemoteErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
+	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.Unavailable && strings.HasPrefix(st.Message(), "connection error:") {
+			return fmt.Errorf("%w: the node could not connect to another node to forward the request: %s", ErrPeerUnavailable, st.Message())
+		}
 		return err
 	}
 	return fmt.Errorf("%w: %v", ErrPeerUnavailable, err)
