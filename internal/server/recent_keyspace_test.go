@@ -1,12 +1,15 @@
 package server
 
 import (
+	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 // TestRecentKeyspaceAsksTheLeader: a node of another site that has not
@@ -31,9 +34,14 @@ func TestRecentKeyspaceAsksTheLeader(t *testing.T) {
 	if _, err := adminv1.NewGeoClient(conn).CreateKeyspace(ctx(t), &adminv1.CreateKeyspaceRequest{Name: "orders", Shards: 2, Sites: []string{a.srv.cfg.Site, "s2"}}); err != nil {
 		t.Fatal(err)
 	}
-	if !b.srv.recentKeyspace("orders") {
-		t.Fatal("the leader of the cluster configuration does not have keyspace orders")
-	}
+	// Each question is bounded to a second, which a loaded machine may
+	// not meet: ask again until the leader answers.
+	poll.Until(t, 30*time.Second, "b1 to learn from the leader that keyspace orders exists", func() error {
+		if !b.srv.recentKeyspace("orders") {
+			return errors.New("the leader of the cluster configuration does not have keyspace orders, or did not answer")
+		}
+		return nil
+	})
 	if own, _ := b.srv.cluster.Config(); own.Keyspaces["orders"].Name != "orders" {
 		t.Fatalf("b1 did not adopt the leader's configuration: %v", own.Keyspaces)
 	}
