@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/placement"
+	"github.com/causeway-db/causeway/internal/server"
 )
 
 // TestStrongReadThroughAFollowerWaitsOutTheLeadersDeath: the leader of
@@ -104,7 +108,12 @@ func TestStrongReadThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
 // new leader, as a Get does, instead of failing at once with the dead
 // leader's connection error (a peer address the client never dialed).
 func TestGetTxnThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
-	c := New(t, 3, nil)
+	// The part read on n1's follower replica waits for it to reach the
+	// snapshot, which it does once a new leader closes past it: longer
+	// than the default CausalWait (2 s) on a loaded machine. What is shown
+	// is that the read waits out the election rather than failing with
+	// the dead leader's connection error.
+	c := New(t, 3, func(cfg *server.Config) { cfg.CausalWait = 20 * time.Second })
 	c.WaitSettled(60 * time.Second)
 	ctx := ctxT(t, 2*time.Minute)
 	n1 := c.Node("n1")
@@ -150,12 +159,22 @@ func TestGetTxnThroughAFollowerWaitsOutTheLeadersDeath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One attempt at n1, without a client's retries: n1 waits for the
-	// election itself.
-	got, err := n1.KV.GetTxn(ctx, &kvv1.GetTxnRequest{
-		Header: &kvv1.RequestHeader{Session: put.GetHeader().GetSession()},
-		Keys:   [][]byte{key, other},
-	})
+	// At n1, without a client's failover: n1 waits for the election
+	// itself rather than fail with the dead leader's connection error
+	// (UNAVAILABLE). A replica that had not reached the snapshot in time
+	// (DEADLINE_EXCEEDED, retryable: leadership may still be moving after
+	// the site settled) is asked again, as a client would.
+	var got *kvv1.GetTxnResponse
+	for {
+		got, err = n1.KV.GetTxn(ctx, &kvv1.GetTxnRequest{
+			Header: &kvv1.RequestHeader{Session: put.GetHeader().GetSession()},
+			Keys:   [][]byte{key, other},
+		})
+		if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
+			break
+		}
+		t.Logf("GetTxn at n1: %v; again", err)
+	}
 	if err != nil {
 		t.Fatalf("GetTxn at n1 right after the leader's death: %v", err)
 	}

@@ -414,6 +414,17 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 	start := time.Now()
 	deadline := start.Add(r.cfg.LeaderWait)
 	for {
+		if fallback && g.IsLeader() {
+			// Elected while the read waited: as the leader above, it
+			// closes at the floor once a barrier has it current.
+			if err := g.ReadBarrier(ctx); err == nil {
+				for _, f := range missing {
+					if f.Fallback && f.Origin == "" {
+						g.AdvanceClosed(f.HLC)
+					}
+				}
+			}
+		}
 		wait := r.cfg.CausalWait
 		if !g.IsLeader() {
 			wait = r.cfg.FollowerWait
