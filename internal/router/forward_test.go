@@ -66,7 +66,7 @@ func TestForwardedReadOfANodeWithoutTheReplicaIsRoutedAgain(t *testing.T) {
 	}
 	other := "127.0.0.1:1"
 	reps := []catalog.Node{{PeerAddr: addr}, {PeerAddr: other}}
-	if got := r.pickReplica(reps); got != other {
+	if got := r.pickReplica(reps, 0); got != other {
 		t.Fatalf("the next choice is %s, want the other replica %s", got, other)
 	}
 }

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // Metrics counts routing decisions.
 type Metrics struct {
 	forwarded      prometheus.Counter
+	unanswered     prometheus.Counter
 	localReads     *prometheus.CounterVec
 	floorWaits     prometheus.Counter
 	floorWaitSec   *prometheus.HistogramVec
@@ -23,6 +24,10 @@ func newMetrics() *Metrics {
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "rpc", Name: "forwarded_total",
 			Help: "Requests (or parts of scans and batches) forwarded to another node of the site.",
+		}),
+		unanswered: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "rpc", Name: "forwards_unanswered_total",
+			Help: "Forwarded requests ended because their node stopped answering (a ping got no answer) and routed again.",
 		}),
 		localReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "causeway", Subsystem: "rpc", Name: "local_reads_total",
@@ -79,7 +84,7 @@ func newMetrics() *Metrics {
 // NewMetrics registers the routing metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
-	reg.MustRegister(m.forwarded, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec,
+	reg.MustRegister(m.forwarded, m.unanswered, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec,
 		m.moves, m.moveWaitSec, m.txns, m.txnStaleness, m.casFailFast)
 	return m
 }

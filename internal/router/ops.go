@@ -222,7 +222,9 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	}
 	g, item, forwarded, err := routed(ctx, r,
 		func() (*shard.Group, string, error) { return r.readTarget(ctx, c, sh, key, cons) },
-		func(addr string) (*kvv1.KeyValue, error) { return r.remoteGet(ctx, c, sh, addr, key, cons) })
+		func(ctx context.Context, addr string) (*kvv1.KeyValue, error) {
+			return r.remoteGet(ctx, c, sh, addr, key, cons)
+		})
 	if forwarded || err != nil {
 		return item, err
 	}
@@ -295,7 +297,7 @@ func (r *Router) History(ctx context.Context, c *Call, key []byte, limit, maxByt
 	}
 	g, versions, forwarded, err := routed(ctx, r,
 		func() (*shard.Group, string, error) { return r.readTarget(ctx, c, sh, key, cons) },
-		func(addr string) ([]*kvv1.VersionedValue, error) {
+		func(ctx context.Context, addr string) ([]*kvv1.VersionedValue, error) {
 			return r.remoteHistory(ctx, c, sh, addr, key, limit, cons)
 		})
 	if forwarded || err != nil {
@@ -342,15 +344,19 @@ func (r *Router) remoteHistory(ctx context.Context, c *Call, sh placement.Shard,
 // replica g or the node at an address, and remote forwards the read
 // there. A node that does not answer is replaced by another choice
 // (retryForward). forwarded reports that out (or err) is the answer;
-// otherwise the caller reads g.
-func routed[T any](ctx context.Context, r *Router, target func() (*shard.Group, string, error), remote func(addr string) (T, error)) (g *shard.Group, out T, forwarded bool, err error) {
+// otherwise the caller reads g. remote runs under a context that ends
+// when the node stops answering (forwardWatched).
+func routed[T any](ctx context.Context, r *Router, target func() (*shard.Group, string, error), remote func(ctx context.Context, addr string) (T, error)) (g *shard.Group, out T, forwarded bool, err error) {
 	deadline := time.Now().Add(r.cfg.LeaderWait)
 	for {
 		var addr string
 		if g, addr, err = target(); err != nil || addr == "" {
 			return g, out, false, err
 		}
-		out, err = remote(addr)
+		err = r.forwardWatched(ctx, addr, func(ctx context.Context) (err error) {
+			out, err = remote(ctx, addr)
+			return err
+		})
 		if !r.retryForward(ctx, addr, err, deadline) {
 			return nil, out, true, err
 		}
@@ -396,7 +402,7 @@ func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr 
 			g, addr, strong, err = r.scanTarget(ctx, c, sh, sr, cons)
 			return g, addr, err
 		},
-		func(addr string) (page, error) {
+		func(ctx context.Context, addr string) (page, error) {
 			recs, more, err := r.remoteScanShard(ctx, sh, addr, sr, keysOnly, strong)
 			return page{recs, more}, err
 		})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/guards"
@@ -99,16 +101,102 @@ func (r *Router) markUnanswered(addr string) {
 	r.unanswered.Store(addr, time.Now().Add(unansweredFor))
 }
 
-// pickReplica returns the first of reps that has not failed a forwarded
-// request lately, else the first.
-func (r *Router) pickReplica(reps []catalog.Node) string {
+// pickReplica returns the first of reps, from reps[start] on, that has
+// not failed a forwarded request lately, else reps[start].
+func (r *Router) pickReplica(reps []catalog.Node, start int) string {
 	now := time.Now()
-	for _, n := range reps {
+	for i := range reps {
+		n := reps[(start+i)%len(reps)]
 		if until, ok := r.unanswered.Load(n.PeerAddr); !ok || now.After(until.(time.Time)) {
 			return n.PeerAddr
 		}
 	}
-	return reps[0].PeerAddr
+	return reps[start].PeerAddr
+}
+
+// A link that stopped carrying packets (a cable pulled, a network
+// partition) fails no call made over it: a request forwarded across it
+// waits for its caller's deadline, and gRPC's keepalive closes the
+// connection only some 15 s later (grpcopts). Even after the link is
+// back, the kernel resends what it holds with a backoff of seconds. So
+// a forwarded request still unanswered after probeAfter has its node
+// pinged over the same connection, again every probeAfter, and a ping
+// unanswered within probeTimeout ends the request as ErrPeerUnavailable:
+// the node the client called routes it again (another replica, the new
+// leader) instead of waiting. A node that is only slow (a read waiting
+// for its floor, an election) answers its pings and keeps the request. A
+// write retried so applies once (its request id).
+const (
+	probeAfter   = time.Second
+	probeTimeout = time.Second
+)
+
+// forwardWatched runs call, a request forwarded to the node at addr,
+// under a context that ends when that node stops answering pings; the
+// request then fails with ErrPeerUnavailable.
+func (r *Router) forwardWatched(ctx context.Context, addr string, call func(context.Context) error) error {
+	if r.pool == nil {
+		return call(ctx)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var lost atomic.Bool
+	probe := time.AfterFunc(probeAfter, func() {
+		for {
+			if err := r.ping(cctx, addr); err != nil {
+				if cctx.Err() == nil {
+					lost.Store(true)
+					cancel()
+				}
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-cctx.Done():
+				return
+			case <-time.After(probeAfter):
+			}
+		}
+	})
+	err := call(cctx)
+	close(done)
+	probe.Stop()
+	if lost.Load() {
+		r.metrics.unanswered.Inc()
+		r.log.Warn("a node did not answer a forwarded request nor a ping; routing the request again", "peer", addr, "ping_timeout", probeTimeout)
+		return fmt.Errorf("%w: node at %s stopped answering (no answer to a ping within %v); the request is routed again", ErrPeerUnavailable, addr, probeTimeout)
+	}
+	return err
+}
+
+// ping reports whether the node at addr answers a ping within
+// probeTimeout (on the connection forwarded requests use). A node that
+// answers with an error answered.
+func (r *Router) ping(ctx context.Context, addr string) error {
+	conn, err := r.pool.Conn(addr)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err = peerv1.NewChainClient(conn).Ping(pctx, &peerv1.PingRequest{})
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled:
+		return err
+	}
+	return nil
+}
+
+// leaderlessAsk is how long a request waits for this node's replica to
+// learn its leader before it asks another replica (leaderTarget).
+const leaderlessAsk = time.Second
+
+// otherReplicas returns the replicas of sh on other nodes.
+func (r *Router) otherReplicas(sh placement.Shard) []catalog.Node {
+	reps, _ := r.Replicas(sh)
+	return slices.DeleteFunc(slices.Clone(reps), func(n catalog.Node) bool { return string(n.ID) == r.cfg.NodeID })
 }
 
 // routingLoop is ErrRoutingLoop for a request of sh that went from node
@@ -126,7 +214,8 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 	if hopsIn(ctx) >= maxHops {
 		return nil, "", routingLoop(sh, "leader")
 	}
-	deadline := time.Now().Add(r.leaderWait(ctx))
+	start := time.Now()
+	deadline := start.Add(r.leaderWait(ctx))
 	for {
 		if g := r.Local(sh); g != nil {
 			if err := g.Failure(); err != nil {
@@ -138,11 +227,22 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 			if addr := g.LeaderAddr(); addr != "" {
 				return nil, addr, nil
 			}
+			if hopsIn(ctx) == 0 && time.Since(start) >= leaderlessAsk {
+				// This replica knows no leader for a while. While the
+				// shard elects one, every replica waits alike; but a
+				// replica cut off from a leader the others still reach
+				// (a link between two nodes down, no node isolated)
+				// knows none as long as the cut lasts: ask another
+				// replica, which forwards to its leader or waits there.
+				if others := r.otherReplicas(sh); len(others) > 0 {
+					return nil, r.pickReplica(others, 0), nil
+				}
+			}
 		} else if reps, _ := r.Replicas(sh); len(reps) > 0 {
 			// Any replica knows its leader and forwards once more; one
 			// that just failed to answer (a dead node the catalog still
 			// lists) is asked last.
-			return nil, r.pickReplica(reps), nil
+			return nil, r.pickReplica(reps, 0), nil
 		}
 		if time.Now().After(deadline) {
 			if r.Local(sh) == nil {
@@ -179,7 +279,9 @@ func (r *Router) OnLeader(ctx context.Context, sh placement.Shard, local func(*s
 				return err
 			}
 			r.metrics.forwarded.Inc()
-			err = RemoteErr(forward(kv, forwardCtx(ctx)))
+			err = r.forwardWatched(ctx, addr, func(ctx context.Context) error {
+				return RemoteErr(forward(kv, forwardCtx(ctx)))
+			})
 			// The node we forwarded to may have just lost the leadership
 			// (an election, a leadership transfer), or died: ask again.
 			if unavailable(err) {
@@ -320,8 +422,10 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 			// still opening: wait like a leader lookup does.
 			return r.leaderTarget(ctx, sh)
 		}
+		// Any replica, spreading the reads, but not one that just failed
+		// to answer while others may.
 		r.metrics.forwarded.Inc()
-		return nil, reps[rand.IntN(len(reps))].PeerAddr, nil
+		return nil, r.pickReplica(reps, rand.IntN(len(reps))), nil
 	}
 	var buf [4]causal.Floor
 	missing := buf[:0]

@@ -120,7 +120,7 @@ func (r *Router) snapshotShard(ctx context.Context, c *Call, sh placement.Shard,
 	// until LeaderWait, as a Get is (retryForward).
 	g, items, forwarded, err := routed(ctx, r,
 		func() (*shard.Group, string, error) { return r.causalTarget(ctx, sh, floors) },
-		func(addr string) ([]*kvv1.KeyValue, error) {
+		func(ctx context.Context, addr string) ([]*kvv1.KeyValue, error) {
 			r.metrics.txns.WithLabelValues("forwarded").Inc()
 			return r.remoteSnapshot(ctx, c, sh, addr, keys, snap)
 		})

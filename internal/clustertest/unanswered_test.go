@@ -1,0 +1,102 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
+	"github.com/causeway-db/causeway/internal/placement"
+)
+
+// TestForwardToSilentNodeRoutedAgain: a node that holds no replica of a
+// shard forwards its requests to the replica it lists first, and the
+// link to that replica stops carrying packets (no reset: the calls
+// neither fail nor get an answer). The other replicas, and the shard's
+// leader, stay reachable. Every write, STRONG read and CAUSAL read
+// through that node must be answered: the forwarded request is ended
+// when its node answers no ping, and routed again through another
+// replica. Without the probe each request waits for its deadline.
+func TestForwardToSilentNodeRoutedAgain(t *testing.T) {
+	c := New(t, 4, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	x := c.Node("n4")
+	r := x.Srv.Router()
+	var key []byte
+	var sh placement.Shard
+	for i := 0; ; i++ {
+		key = []byte(fmt.Sprint("silent/", i))
+		sh, _ = r.Shard("default", key)
+		if r.Local(sh) == nil {
+			break
+		}
+	}
+	reps, _ := r.Replicas(sh)
+	first := c.Node(string(reps[0].ID))
+	c.Partition([]*Node{x}, []*Node{first})
+	t.Logf("%s holds no replica of %s; cut from %s, its first replica", x.ID, sh, first.ID)
+	reg := x.Srv.Registry()
+	for i, cons := range []kvv1.Consistency{kvv1.Consistency_CONSISTENCY_STRONG, kvv1.Consistency_CONSISTENCY_CAUSAL} {
+		// Far longer than a probe takes (two seconds), far shorter than
+		// the test.
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		p, err := x.KV.Put(cctx, &kvv1.PutRequest{Key: key, Value: []byte(fmt.Sprint("v", i))})
+		if err != nil {
+			cancel()
+			t.Fatalf("write through %s: %v", x.ID, err)
+		}
+		g, err := x.KV.Get(cctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: p.Header.Session}, Key: key, Consistency: cons})
+		cancel()
+		if err != nil {
+			t.Fatalf("%v read through %s: %v", cons, x.ID, err)
+		}
+		if string(g.Value) != fmt.Sprint("v", i) {
+			t.Fatalf("%v read through %s: %q, want %q", cons, x.ID, g.Value, fmt.Sprint("v", i))
+		}
+	}
+	if n := testutil.ToFloat64(metricVec(t, reg, "causeway_rpc_forwards_unanswered_total", "")); n < 1 {
+		t.Fatalf("%s ended no forwarded request as unanswered: the requests did not reach %s", x.ID, first.ID)
+	}
+}
+
+// TestReplicaCutFromItsLeaderAsksAnother: the link between a shard's
+// leader and one follower is cut; the third replica reaches both, so the
+// leader keeps its quorum and no election replaces it, and the cut
+// follower knows no leader for as long as the cut lasts. Writes and
+// STRONG reads sent to the cut follower's node must be served through the
+// third replica, not fail for want of a leader.
+func TestReplicaCutFromItsLeaderAsksAnother(t *testing.T) {
+	c := New(t, 3, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	key := []byte("cut/k")
+	sh, _ := c.Live()[0].Srv.Router().Shard("default", key)
+	leader, follower := leaderAndFollower(t, c, sh)
+	c.Partition([]*Node{leader}, []*Node{follower})
+	t.Logf("%s leads %s; cut from %s", leader.ID, sh, follower.ID)
+	for i := 0; i < 3; i++ {
+		val := fmt.Sprint("v", i)
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		start := time.Now()
+		_, err := follower.KV.Put(cctx, &kvv1.PutRequest{Key: key, Value: []byte(val)})
+		if err != nil {
+			cancel()
+			t.Fatalf("write %d through %s, cut from the leader: %v", i, follower.ID, err)
+		}
+		put := time.Since(start)
+		g, err := follower.KV.Get(cctx, &kvv1.GetRequest{Key: key, Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
+		cancel()
+		t.Logf("write %d: %v, STRONG read: %v", i, put.Round(time.Millisecond), (time.Since(start) - put).Round(time.Millisecond))
+		if err != nil {
+			t.Fatalf("STRONG read %d through %s, cut from the leader: %v", i, follower.ID, err)
+		}
+		if string(g.Value) != val {
+			t.Fatalf("STRONG read %d through %s: %q, want %q", i, follower.ID, g.Value, val)
+		}
+	}
+	if g := leader.Srv.Router().Local(sh); g == nil || !g.IsLeader() {
+		t.Logf("note: %s no longer leads %s", leader.ID, sh)
+	}
+}
