@@ -25,7 +25,17 @@ func TestCASTurnSpendsOneEntry(t *testing.T) {
 	cfg.Shard.CloseInterval = 0 // no cadence Closes in the count
 	n := start(t, cfg)
 	key := []byte("hot")
-	put, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: key, Value: []byte("v0")})
+	// Whether the swaps meet in the log with the guard off depends on how
+	// the goroutines are scheduled: a few rounds make the bite sure.
+	for round := range 3 {
+		casTurnRound(t, n, key, round)
+	}
+}
+
+// casTurnRound runs one round of TestCASTurnSpendsOneEntry.
+func casTurnRound(t *testing.T, n *node, key []byte, round int) {
+	t.Helper()
+	put, err := n.kv.Put(ctx(t), &kvv1.PutRequest{Key: key, Value: fmt.Appendf(nil, "r%d", round)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +92,8 @@ func TestCASTurnSpendsOneEntry(t *testing.T) {
 		t.Fatalf("%d swaps won and %d lost, want 1 and %d", len(won), lost, swaps-1)
 	}
 	added := g.Raft().LastIndex() - before
-	t.Logf("%d swaps expecting one version: one won, %d conflicted, %d log entries", swaps, lost, added)
-	if added > swaps/4 {
+	t.Logf("round %d: %d swaps expecting one version: one won, %d conflicted, %d log entries", round, swaps, lost, added)
+	if added > 2 {
 		t.Fatalf("%d swaps expecting one version added %d log entries: the losers were decided in the log", swaps, added)
 	}
 	got, err := n.kv.Get(ctx(t), &kvv1.GetRequest{Key: key, Consistency: kvv1.Consistency_CONSISTENCY_STRONG})
