@@ -218,10 +218,7 @@ the site does not know NODE or removed it already.`,
 			node := args[0]
 			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.RemoveNode(ctx, node)
-				if status.Code(err) == codes.NotFound {
-					return withCode(ExitNotFound, err)
-				}
-				if err != nil {
+				if err != nil { // NotFound exits with ExitNotFound (ExitCode)
 					return err
 				}
 				if a.json() {

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/causeway-db/causeway/client"
 )
@@ -45,10 +43,7 @@ if the cluster has no such site, or removed it already.`,
 					return a.siteRemoveDryRun(ctx, c, site)
 				}
 				resp, err := c.RemoveSite(ctx, site)
-				if status.Code(err) == codes.NotFound {
-					return withCode(ExitNotFound, err)
-				}
-				if err != nil {
+				if err != nil { // NotFound exits with ExitNotFound (ExitCode)
 					return err
 				}
 				if a.json() {

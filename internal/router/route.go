@@ -491,11 +491,7 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 			if err := g.ReadBarrier(ctx); err != nil {
 				return nil, "", err
 			}
-			for _, f := range missing {
-				if f.Fallback && f.Origin == "" {
-					g.AdvanceClosed(f.HLC)
-				}
-			}
+			closeAtFloors(g, missing)
 			// The barrier makes the leader current with this site's
 			// writes only: a version of another site that the session
 			// observed is here once its chain brought it, so the read
@@ -522,11 +518,7 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 			// Elected while the read waited: as the leader above, it
 			// closes at the floor once a barrier has it current.
 			if err := g.ReadBarrier(ctx); err == nil {
-				for _, f := range missing {
-					if f.Fallback && f.Origin == "" {
-						g.AdvanceClosed(f.HLC)
-					}
-				}
+				closeAtFloors(g, missing)
 			}
 		}
 		wait := r.cfg.CausalWait
@@ -558,6 +550,17 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		}
 		r.metrics.floorWaitSec.WithLabelValues("timeout").Observe(time.Since(start).Seconds())
 		return nil, "", fmt.Errorf("%w: %s needs %s", ErrCausalWait, sh, floorString(missing))
+	}
+}
+
+// closeAtFloors advances the closed timestamp of g, which leads and has
+// passed a read barrier, to the fallback floors of this site's writes
+// among floors.
+func closeAtFloors(g *shard.Group, floors []causal.Floor) {
+	for _, f := range floors {
+		if f.Fallback && f.Origin == "" {
+			g.AdvanceClosed(f.HLC)
+		}
 	}
 }
 
