@@ -135,13 +135,15 @@ cmd_up() {
 		[[ -x $KVD ]] || die "$KVD not found; run make build"
 		printf '%s running; restarting %s' "${running[*]}" "${missing[*]}"
 		deadline=$((SECONDS + READY_TIMEOUT))
+		# Every missing node's ports first: a busy one stops the restart
+		# before any node starts.
 		for n in "${missing[@]}"; do
 			b=$(base "$n")
 			for p in "$b" $((b + 1)) $((b + 2)) $((b + 3)); do
 				port_busy "$p" && die "port $p (for $n) is in use"
 			done
-			start_node "$n"
 		done
+		for n in "${missing[@]}"; do start_node "$n"; done
 		for n in "${missing[@]}"; do WAIT_FAIL=die wait_http "$n" /readyz; done
 		echo " ready"
 		cmd_status
