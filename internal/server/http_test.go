@@ -1,11 +1,19 @@
 package server
 
 import (
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	"github.com/causeway-db/causeway/internal/poll"
 )
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -78,4 +86,49 @@ func TestHTTPEndpoints(t *testing.T) {
 			t.Fatalf("pprof off: /debug/pprof/cmdline = %d, want 404", code)
 		}
 	}
+}
+
+// TestSnapshotBytesMetric: causeway_snapshot_bytes is the size of the
+// raft snapshots on disk. Without it the data directory's use charted
+// from the metrics (causeway_wal_bytes and causeway_storage_bytes) left
+// out two snapshots per group, each about its shard's size: on a 3-node
+// site written for 16 minutes, 0.8 of the 2.1 GB each node used.
+func TestSnapshotBytesMetric(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	n := start(t, cfg)
+	for i := range 50 {
+		n.put(t, fmt.Sprintf("k%02d", i), strings.Repeat("v", 4096))
+	}
+	if _, err := n.admin.Snapshot(ctx(t), &adminv1.SnapshotRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	metric := regexp.MustCompile(`(?m)^causeway_snapshot_bytes (\S+)$`)
+	poll.Until(t, 30*time.Second, "causeway_snapshot_bytes to be the size of the snapshots", func() error {
+		var onDisk int64
+		if err := filepath.WalkDir(filepath.Join(dir, "snapshots"), func(_ string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			fi, err := d.Info()
+			onDisk += fi.Size()
+			return err
+		}); err != nil {
+			return err
+		}
+		_, body := httpGet(t, "http://"+n.srv.HTTPAddr()+"/metrics")
+		m := metric.FindStringSubmatch(body)
+		if m == nil {
+			return fmt.Errorf("/metrics has no causeway_snapshot_bytes")
+		}
+		got, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return err
+		}
+		if onDisk < 50*4096 || int64(got) != onDisk {
+			return fmt.Errorf("causeway_snapshot_bytes %v, snapshots on disk %d bytes (at least the %d written)", got, onDisk, 50*4096)
+		}
+		return nil
+	})
 }

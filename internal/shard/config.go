@@ -19,11 +19,19 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one.
 	SnapshotThreshold uint64
-	// SnapshotInterval is how often raft checks SnapshotThreshold.
+	// SnapshotThresholdBytes also triggers a snapshot once the entries
+	// logged since the last one hold this many bytes, or as many as the
+	// last snapshot if it is larger (zero: entries are counted only).
+	// With large values, SnapshotThreshold entries are gigabytes.
+	SnapshotThresholdBytes uint64
+	// SnapshotInterval is how often raft checks SnapshotThreshold and
+	// SnapshotThresholdBytes.
 	SnapshotInterval time.Duration
 	// TrailingLogs is how many log entries are kept after a snapshot so
-	// that slow followers can catch up without one.
-	TrailingLogs uint64
+	// that slow followers can catch up without one; TrailingBytes bounds
+	// their bytes (zero: no bound).
+	TrailingLogs  uint64
+	TrailingBytes uint64
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are raft's
 	// timing knobs (see hashicorp/raft Config).
 	HeartbeatTimeout   time.Duration
@@ -57,6 +65,11 @@ type Config struct {
 	// makes the promise whatever this says; a leader uses it only with
 	// ReadLeases on.
 	ReadLeases bool
+	// LogCacheBytes bounds the bytes of log entries (data and
+	// extensions) each replica keeps in memory, besides the write-ahead
+	// log, for raft's replication and applies (at most 1,024 entries).
+	// Zero means DefaultLogCacheBytes.
+	LogCacheBytes int
 	// MaxAppendEntries is the largest batch of log entries raft writes and
 	// sends at once; it is also the FSM's largest apply batch.
 	MaxAppendEntries int
@@ -98,8 +111,10 @@ func (c Config) heartbeats() raftutil.Timings {
 func DefaultConfig() Config {
 	return Config{
 		SnapshotThreshold:      8192,
-		SnapshotInterval:       2 * time.Minute,
+		SnapshotThresholdBytes: 32 << 20,
+		SnapshotInterval:       10 * time.Second,
 		TrailingLogs:           10240,
+		TrailingBytes:          8 << 20,
 		HeartbeatTimeout:       2 * time.Second,
 		ElectionTimeout:        2 * time.Second,
 		LeaderLeaseTimeout:     2 * time.Second,
@@ -127,6 +142,8 @@ func (c Config) Validate() error {
 		return errors.New("shard: SnapshotThreshold must be positive")
 	case c.MaxAppendEntries < 1:
 		return errors.New("shard: MaxAppendEntries must be positive")
+	case c.LogCacheBytes < 0:
+		return errors.New("shard: LogCacheBytes must not be negative")
 	case c.VersionRetention < 0 || c.RequestRetention < 0 || c.GCInterval < 0:
 		return errors.New("shard: retention and intervals must not be negative")
 	case c.GCBatchKeys == 0:

@@ -1,10 +1,12 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -223,6 +225,10 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
+	// A log of large entries is snapshotted and compacted by its bytes
+	// (the write-ahead log reports them; third_party/raft/FORK.md).
+	rc.SnapshotThresholdBytes = cfg.SnapshotThresholdBytes
+	rc.TrailingBytes = cfg.TrailingBytes
 	rc.NoSnapshotRestoreOnStart = true // the FSM state is persistent
 	rc.NoLegacyTelemetry = true
 	// The leader stores new entries while the followers do (ADR 020,
@@ -240,10 +246,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	if err := snapstore.CheckLog(snaps, store); err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
-	logs, err := raft.NewLogCache(1024, failStopLog{LogStore: store, failed: g.logFailed})
-	if err != nil {
-		return nil, err
-	}
+	logs := newLogCache(failStopLog{LogStore: store, failed: g.logFailed}, cmp.Or(cfg.LogCacheBytes, DefaultLogCacheBytes))
 	g.logs = logs
 	if err := g.catchUpFromSnapshot(snaps); err != nil {
 		return nil, err
@@ -468,6 +471,23 @@ func (l failStopLog) StoreLogs(logs []*raft.Log) error {
 		l.failed(err)
 	}
 	return err
+}
+
+// BytesAfter implements raft.LogSizer if the store does (0 otherwise).
+func (l failStopLog) BytesAfter(index uint64) uint64 {
+	if s, ok := l.LogStore.(raft.LogSizer); ok {
+		return s.BytesAfter(index)
+	}
+	return 0
+}
+
+// NewestWithin implements raft.LogSizer if the store does (every entry
+// otherwise).
+func (l failStopLog) NewestWithin(maxBytes uint64) uint64 {
+	if s, ok := l.LogStore.(raft.LogSizer); ok {
+		return s.NewestWithin(maxBytes)
+	}
+	return math.MaxUint64
 }
 
 func (l failStopLog) DeleteRange(min, max uint64) error {

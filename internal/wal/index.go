@@ -136,3 +136,16 @@ func (g *groupIndex) each(fn func(i uint64, l loc)) {
 		}
 	}
 }
+
+// eachFromNewest calls fn for every entry, newest first, until fn returns
+// false.
+func (g *groupIndex) eachFromNewest(fn func(i uint64, l loc) bool) {
+	for k := len(g.runs) - 1; k >= 0; k-- {
+		r := g.runs[k]
+		for j := len(r.locs) - 1; j >= 0; j-- {
+			if !fn(r.first+uint64(j), r.locs[j]) {
+				return
+			}
+		}
+	}
+}

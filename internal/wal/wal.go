@@ -784,10 +784,18 @@ func (w *WAL) fail(err error, batch []*request) {
 }
 
 // roll starts a new head segment. When there are more than MaxSegments
-// segments, it also returns the records of the oldest segment's live
-// entries (relocated into the new head, so that the oldest can go) and the
-// ops that point the index at their copies (offsets relative to the start
-// of the returned records). Committer only.
+// segments and the live entries of the oldest fill at most half of a
+// segment, it also returns their records (relocated into the new head, so
+// that the oldest can go) and the ops that point the index at their
+// copies (offsets relative to the start of the returned records).
+// Committer only.
+//
+// A mostly live oldest segment is left in place: its copy would fill most
+// of the new head, the next batches would roll again at once, and every
+// group commit would copy a whole segment while the groups' logs are
+// longer than MaxSegments segments (large entries between two
+// snapshots). With the half-segment bound, the copying stays below the
+// new data written (TestLongLogsAreNotCopiedOnEveryCommit).
 func (w *WAL) roll() ([]byte, []op, error) {
 	prev := w.order[len(w.order)-1]
 	s, err := w.createSegment(prev.seq + 1)
@@ -798,7 +806,7 @@ func (w *WAL) roll() ([]byte, []op, error) {
 	w.mu.segs[s.seq] = s
 	w.mu.Unlock()
 	w.order = append(w.order, s)
-	if len(w.order) <= w.cfg.MaxSegments || w.order[0].live == 0 {
+	if len(w.order) <= w.cfg.MaxSegments || w.order[0].live == 0 || w.order[0].liveBytes > w.cfg.SegmentBytes/2 {
 		return nil, nil, nil
 	}
 	old := w.order[0]
@@ -953,6 +961,43 @@ func (l *Log) Gap(after uint64) (first, last uint64, ok bool) {
 		prev = r.last()
 	}
 	return 0, 0, false
+}
+
+// BytesAfter implements raft.LogSizer: the bytes of the group's records
+// of entries above index.
+func (l *Log) BytesAfter(index uint64) uint64 {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	var n uint64
+	if g := l.w.mu.groups[l.group]; g != nil {
+		g.eachFromNewest(func(i uint64, lc loc) bool {
+			if i <= index {
+				return false
+			}
+			n += uint64(lc.n)
+			return true
+		})
+	}
+	return n
+}
+
+// NewestWithin implements raft.LogSizer: how many of the group's newest
+// entries have records of at most maxBytes together.
+func (l *Log) NewestWithin(maxBytes uint64) uint64 {
+	l.w.mu.RLock()
+	defer l.w.mu.RUnlock()
+	var count, n uint64
+	if g := l.w.mu.groups[l.group]; g != nil {
+		g.eachFromNewest(func(_ uint64, lc loc) bool {
+			if n+uint64(lc.n) > maxBytes {
+				return false
+			}
+			n += uint64(lc.n)
+			count++
+			return true
+		})
+	}
+	return count
 }
 
 // GetLog implements raft.LogStore. It reads the entry's record from its

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -815,4 +816,47 @@ func TestGap(t *testing.T) {
 	if _, _, ok := w.Log("none").Gap(0); ok {
 		t.Fatal("an empty log has a gap")
 	}
+}
+
+// TestLongLogsAreNotCopiedOnEveryCommit: a group whose log is longer
+// than MaxSegments segments (large entries between two snapshots) fills
+// every segment with live entries. Relocating the oldest then copied a
+// whole segment into the new head, which the next commit found full:
+// every group commit rolled and copied a segment (64 MiB per write in
+// production), far more than it wrote. Segments mostly live stay where
+// they are until the log is compacted; copying stays below the data
+// written.
+func TestLongLogsAreNotCopiedOnEveryCommit(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	w := open(t, cfg)
+	l := w.Log("long")
+	const n = 1000
+	payload := func(i uint64) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 512) }
+	written := 0
+	for i := uint64(1); i <= n; i++ {
+		e := entry("long", i, 1)
+		e.Data = payload(i)
+		store(t, l, []*raft.Log{e})
+		written += len(e.Data)
+	}
+	if got := testutil.ToFloat64(w.m.relocatedBytes); got > float64(written) {
+		t.Errorf("%.0f bytes relocated while writing %d: live segments were copied again and again", got, written)
+	}
+	var out raft.Log
+	for i := uint64(1); i <= n; i++ {
+		if err := l.GetLog(i, &out); err != nil || !bytes.Equal(out.Data, payload(i)) {
+			t.Fatalf("GetLog(%d): %v", i, err)
+		}
+	}
+	// A compaction frees the segments.
+	if err := l.DeleteRange(1, n-10); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(segments(t, cfg.Dir)); got > 2 {
+		t.Errorf("%d segments after the compaction, want at most 2", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkRange(t, open(t, cfg).Log("long"), n-9, n)
 }

@@ -250,6 +250,21 @@ type Config struct {
 	// (Causeway's copy, FORK.md.)
 	SoleVoterElectsAtOnce bool
 
+	// SnapshotThresholdBytes, with a LogStore that implements LogSizer,
+	// also takes a snapshot once the entries after the last snapshot
+	// hold at least this many bytes, or the size of the last snapshot if
+	// it is larger (a snapshot then costs at most what was logged since
+	// the previous one). Zero counts entries only (SnapshotThreshold).
+	// (Causeway's copy, FORK.md.)
+	SnapshotThresholdBytes uint64
+
+	// TrailingBytes, with a LogStore that implements LogSizer, keeps
+	// after a snapshot only the newest entries that hold at most this
+	// many bytes together (and at most TrailingLogs of them). Zero keeps
+	// TrailingLogs entries whatever their size. (Causeway's copy,
+	// FORK.md.)
+	TrailingBytes uint64
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

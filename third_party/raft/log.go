@@ -142,6 +142,20 @@ type MonotonicLogStore interface {
 	IsMonotonic() bool
 }
 
+// LogSizer is an optional interface of a LogStore that knows how many
+// bytes its entries take: with Config.SnapshotThresholdBytes and
+// Config.TrailingBytes, raft then snapshots and compacts a log of large
+// entries by its size, not only by its count of entries. (Causeway's
+// copy, FORK.md.)
+type LogSizer interface {
+	// BytesAfter returns the bytes of the stored entries whose index is
+	// above index.
+	BytesAfter(index uint64) uint64
+	// NewestWithin returns how many of the newest stored entries hold at
+	// most maxBytes together.
+	NewestWithin(maxBytes uint64) uint64
+}
+
 func oldestLog(s LogStore) (Log, error) {
 	var l Log
 

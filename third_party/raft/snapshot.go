@@ -117,7 +117,25 @@ func (r *Raft) shouldSnapshot() bool {
 
 	// Compare the delta to the threshold
 	delta := lastIdx - lastSnap
-	return delta >= r.config().SnapshotThreshold
+	conf := r.config()
+	if delta >= conf.SnapshotThreshold {
+		return true
+	}
+	// Or the bytes logged since the last snapshot (Causeway's copy,
+	// FORK.md): at least SnapshotThresholdBytes, and at least the size of
+	// the last snapshot.
+	sizer, ok := r.logs.(LogSizer)
+	if conf.SnapshotThresholdBytes == 0 || !ok || delta == 0 {
+		return false
+	}
+	logged := sizer.BytesAfter(lastSnap)
+	if logged < conf.SnapshotThresholdBytes {
+		return false
+	}
+	if snaps, err := r.snapshots.List(); err == nil && len(snaps) > 0 && snaps[0].Size > 0 && logged < uint64(snaps[0].Size) {
+		return false
+	}
+	return true
 }
 
 // takeSnapshot is used to take a new snapshot. This must only be called from
@@ -255,6 +273,13 @@ func (r *Raft) compactLogs(snapIdx uint64) error {
 
 	lastLogIdx, _ := r.getLastLog()
 	trailingLogs := r.config().TrailingLogs
+	// Only the newest entries within TrailingBytes (Causeway's copy,
+	// FORK.md).
+	if b := r.config().TrailingBytes; b > 0 {
+		if sizer, ok := r.logs.(LogSizer); ok {
+			trailingLogs = min(trailingLogs, sizer.NewestWithin(b))
+		}
+	}
 
 	return r.compactLogsWithTrailing(snapIdx, lastLogIdx, trailingLogs)
 }
