@@ -61,7 +61,7 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 			}
 		}
 		var prev []byte
-		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+		if err := tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
 			// The top-level buckets are checked as walkBucket checks
 			// keys: in order, and found by a lookup.
 			if prev != nil && bytes.Compare(prev, name) >= 0 {
@@ -85,9 +85,15 @@ func verifyFile(path string, opts bolt.Options) (err error) {
 				}
 			}
 			return walkBucket(bk, 0, name, sums)
-		})
+		}); err != nil {
+			return err
+		}
+		// The read-write open rebuilds the free list from the pages the
+		// trees reference, and panics where a page is referenced twice
+		// or out of bounds (checkPageRefs).
+		return checkPageRefs(path, b.Info().PageSize, uint64(tx.ID()))
 	})
-	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrBadEncoding) || errors.Is(err, errTree) {
+	if errors.Is(err, ErrDamaged) || errors.Is(err, ErrBadEncoding) || errors.Is(err, errTree) || errors.Is(err, errPages) {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -138,6 +139,7 @@ type WAL struct {
 
 	segCount, diskBytes atomic.Int64
 	fresh               bool // Open found no segment
+	removeFailing       bool // removeDead failed since it last succeeded; committer only
 
 	failed    chan struct{} // closed by the first write failure
 	reqs      chan *request
@@ -242,6 +244,12 @@ func (w *WAL) recover() error {
 	var seqs []uint32
 	for _, e := range entries {
 		name := e.Name()
+		if name == probeName { // left by a crash during Open's probe
+			if err := w.fs.Remove(filepath.Join(w.cfg.Dir, name)); err != nil {
+				return w.dirUnusable(err)
+			}
+			continue
+		}
 		seq, err := strconv.ParseUint(strings.TrimSuffix(name, segmentSuffix), 16, 32)
 		if !strings.HasSuffix(name, segmentSuffix) || err != nil || name != segmentName(uint32(seq)) {
 			return fmt.Errorf("%w: unexpected file %q in %s", ErrCorrupt, name, w.cfg.Dir)
@@ -277,10 +285,43 @@ func (w *WAL) recover() error {
 		w.order = append(w.order, head)
 		w.mu.segs[head.seq] = head
 	}
+	if err := w.probeDir(); err != nil {
+		return err
+	}
 	w.removeDead()
 	w.updateGauges()
 	w.log.Info("wal opened", "dir", w.cfg.Dir, "segments", len(w.order), "groups", len(w.mu.groups))
 	return nil
+}
+
+// probeName is the file Open creates and removes in Dir (probeDir).
+const probeName = "probe.tmp"
+
+// probeDir checks that Dir takes a new file and lets it be removed. The
+// log creates its next segment and removes old ones while the node runs;
+// a directory that refuses that (its mode, owner or immutable flag
+// changed) would otherwise be found only when the head segment fills up,
+// possibly days later, and the node would stop then.
+func (w *WAL) probeDir() error {
+	path := filepath.Join(w.cfg.Dir, probeName)
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		err = f.Close()
+		if rerr := w.fs.Remove(path); err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return w.dirUnusable(err)
+	}
+	return nil
+}
+
+func (w *WAL) dirUnusable(err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("wal: probing the log directory %s: %w", w.cfg.Dir, err)
+	}
+	return fmt.Errorf("wal: the log directory %s does not let kvd create and remove files in it: %w (the log starts new segments and removes old ones while the node runs; check the directory's owner, mode and attributes, such as an immutable flag: lsattr -d)", w.cfg.Dir, err)
 }
 
 // recoverSegment opens segment seq and replays its records into the index.
@@ -575,9 +616,16 @@ func (w *WAL) removeDead() {
 			err = w.syncDir()
 		}
 		if err != nil {
-			// Retried after the next commit.
-			w.log.Error("wal: removing segment", "segment", path, "err", err)
+			// Retried after every commit; logged once until it succeeds.
+			if !w.removeFailing {
+				w.log.Error("wal: cannot remove a segment that holds no live entry; retrying after each write, and logging again only once it succeeded", "segment", path, "err", err)
+			}
+			w.removeFailing = true
 			return
+		}
+		if w.removeFailing {
+			w.log.Info("wal: removed the segment that could not be removed before", "segment", path)
+			w.removeFailing = false
 		}
 		w.mu.Lock()
 		delete(w.mu.segs, s.seq)
