@@ -71,6 +71,7 @@ BITES=(
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"
   "log-hold|./internal/clustertest|^TestReplicaThatLostEntriesHoldsItsVote\$"
+  "peer-address-in-use|./internal/server|^TestPeerAddressOfALiveNodeIsRefused\$"
 )
 
 want=("$@")

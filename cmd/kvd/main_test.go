@@ -92,11 +92,13 @@ func TestDurationFlagsAreValidated(t *testing.T) {
 		{"--causal-wait", "-1s", "causal wait must be positive"},
 		{"--causal-wait", "0", "causal wait must be positive"},
 		{"--dead-grace", "0", "dead grace must be positive"},
-		{"--version-retention", "-1s", "must not be negative"},
+		{"--version-retention", "-1s", "version retention -1s must not be negative"},
 		{"--version-retention", "0", ""},
-		{"--gc-interval", "-1s", "must not be negative"},
+		{"--gc-interval", "-1s", "gc interval -1s must not be negative"},
 		{"--gc-interval", "0", ""},
-		{"--digest-interval", "-1s", "must not be negative"},
+		{"--digest-interval", "-1s", "digest interval -1s must not be negative"},
+		{"--snapshot-threshold", "0", "snapshot threshold must be positive"},
+		{"--snapshot-threshold", "1", ""},
 		{"--digest-interval", "0", ""},
 	} {
 		cfg, _, _, err := parse([]string{c.flag, c.value}, io.Discard)

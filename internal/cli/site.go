@@ -39,8 +39,9 @@ func (a *app) clusterMembersCommand() *cobra.Command {
 nodes: gossip state (alive, suspect, dead, left; unknown for a node the site
 catalog knows but gossip does not report), whether the node is draining, how
 many shard replicas the placement map assigns it, and its client, peer and
-gossip addresses. A last line gives the placement epoch and the node leading
-the site catalog.`,
+gossip addresses. A last line gives the placement epoch, the node leading
+the site catalog and the replicas per shard the site places (the largest kvd
+--replicas of its alive nodes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(cmd, false, func(ctx context.Context, c *client.Client) error {
@@ -50,10 +51,11 @@ the site catalog.`,
 				}
 				if a.json() {
 					doc := struct {
-						PlacementEpoch uint64       `json:"placement_epoch"`
-						CatalogLeader  string       `json:"catalog_leader"`
-						Members        []jsonMember `json:"members"`
-					}{resp.GetPlacementEpoch(), resp.GetCatalogLeader(), []jsonMember{}}
+						PlacementEpoch   uint64       `json:"placement_epoch"`
+						CatalogLeader    string       `json:"catalog_leader"`
+						ReplicasPerShard uint32       `json:"replicas_per_shard,omitempty"`
+						Members          []jsonMember `json:"members"`
+					}{resp.GetPlacementEpoch(), resp.GetCatalogLeader(), resp.GetReplicasPerShard(), []jsonMember{}}
 					for _, m := range resp.GetMembers() {
 						doc.Members = append(doc.Members, jsonMember{
 							NodeID: m.GetNodeId(), Site: m.GetSite(), State: m.GetState(), Draining: m.GetDraining(),
@@ -71,7 +73,11 @@ the site catalog.`,
 				if err := tw.Flush(); err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(a.env.Stdout, "\nplacement epoch %d, catalog leader %s\n", resp.GetPlacementEpoch(), orNone(resp.GetCatalogLeader()))
+				perShard := ""
+				if r := resp.GetReplicasPerShard(); r > 0 {
+					perShard = fmt.Sprintf(", %d replicas per shard (the largest kvd --replicas of the site's alive nodes)", r)
+				}
+				_, err = fmt.Fprintf(a.env.Stdout, "\nplacement epoch %d, catalog leader %s%s\n", resp.GetPlacementEpoch(), orNone(resp.GetCatalogLeader()), perShard)
 				return err
 			})
 		},

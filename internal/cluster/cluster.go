@@ -27,6 +27,7 @@ import (
 
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/deadline"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/logging"
 	"github.com/causeway-db/causeway/internal/raftutil"
 	"github.com/causeway-db/causeway/internal/snapstore"
@@ -353,10 +354,42 @@ func (c *Cluster) HandleJoin(ctx context.Context, n Node, inc uint64) (Config, e
 	if err := c.registerSelf(ctx); err != nil {
 		return Config{}, err
 	}
+	replaces := c.replaced(n)
+	if err := c.checkReplaced(ctx, n, replaces); err != nil {
+		return Config{}, err
+	}
 	// The leader's loop adds the node to the group's membership: a new
 	// voter counts towards commits at once, and the joining node may not
 	// serve its raft traffic before this call returns.
-	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: inc, Replaces: c.replaced(n)})
+	return c.propose(ctx, Command{Op: OpAddNode, Node: &n, DefaultShards: c.opts.DefaultShards, ClusterID: newClusterID(), Incarnation: inc, Replaces: replaces})
+}
+
+// checkReplaced refuses (ErrExists) the registration of n when a node it
+// would replace (one the configuration lists at n's peer address) still
+// answers there: n was given a live node's address (a copy of its
+// --peer-advertise-addr), and the replacement would drop the live node
+// from the configuration and from the group. A node that lost its data
+// and was started again on its host and ports under a new id takes the
+// address of one that never answers again (docs/adr/027): no one answers
+// there, or n itself, and it replaces the old one.
+func (c *Cluster) checkReplaced(ctx context.Context, n Node, replaces []string) error {
+	if len(replaces) == 0 || c.deps.Conns == nil || guards.Off(guards.PeerAddressInUse) {
+		return nil
+	}
+	conn, err := c.deps.Conns.Conn(n.PeerAddr)
+	if err != nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := peerv1.NewChainClient(conn).Ping(pctx, &peerv1.PingRequest{})
+	if err != nil || resp.GetSite() != n.Site || !slices.Contains(replaces, resp.GetNodeId()) {
+		return nil
+	}
+	c.log.Warn("refusing a node that registers at a live node's peer address", "node", n.ID, "site", n.Site, "peer_addr", n.PeerAddr, "answering", resp.GetNodeId())
+	return fmt.Errorf("%w: node %s of site %s registers at peer address %s, where node %s of site %s answers: "+
+		"a new node takes the address of a node that is gone for good, never of a live one; give %s a peer address of its own",
+		ErrExists, n.ID, n.Site, n.PeerAddr, resp.GetNodeId(), n.Site, n.ID)
 }
 
 // replaced returns the nodes n replaces when it registers (Replaced),

@@ -241,6 +241,12 @@ const (
 	// it votes at once and a leader without committed entries may be
 	// elected.
 	LogHold
+	// PeerAddressInUse refuses to start a node on a new data directory
+	// whose advertised peer address is that of another node gossip
+	// reports alive and that answers there (server.checkPeerAddress); off,
+	// the node starts, and its site takes it for the live node's
+	// replacement and drops the live node from the cluster configuration.
+	PeerAddressInUse
 )
 
 var names = map[Guard]string{
@@ -289,6 +295,7 @@ var names = map[Guard]string{
 	RemoveReachable:      "remove-reachable",
 	SiteGone:             "site-gone",
 	LogHold:              "log-hold",
+	PeerAddressInUse:     "peer-address-in-use",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -301,7 +308,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -121,5 +121,16 @@ func toStatus(err error) error {
 
 // unavailable wraps an error of raft, the catalog or the connection pool.
 func unavailable(err error) error {
+	// A refusal whose code comes first in the table (a drain no other node
+	// can take, a node still alive) keeps its own message: "unavailable"
+	// would tell the operator to retry what no retry changes.
+	for _, e := range codeTable {
+		if e.err == ErrUnavailable {
+			break
+		}
+		if errors.Is(err, e.err) {
+			return err
+		}
+	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }

@@ -55,3 +55,19 @@ func TestToStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestUnavailableKeepsARefusalsMessage: a refusal that unavailable wraps
+// (the catalog's answer to a drain or a removal) keeps its own code and
+// message: kvctl said "drain: peer: unavailable: catalog: no other live
+// node can take the node's replicas ... (FailedPrecondition)", which reads
+// as a retryable failure.
+func TestUnavailableKeepsARefusalsMessage(t *testing.T) {
+	refusal := fmt.Errorf("%w: n1 is the only live node of the site that is not draining", catalog.ErrNoDrainTarget)
+	st := status.Convert(toStatus(unavailable(refusal)))
+	if st.Code() != codes.FailedPrecondition || st.Message() != refusal.Error() {
+		t.Fatalf("a refused drain: %v, want FailedPrecondition %q", st, refusal)
+	}
+	if st := status.Convert(toStatus(unavailable(errors.New("raft is already shutdown")))); st.Code() != codes.Unavailable || st.Message() != "peer: unavailable: raft is already shutdown" {
+		t.Fatalf("a raft failure: %v", st)
+	}
+}

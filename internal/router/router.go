@@ -23,6 +23,12 @@ var (
 	// ErrKeyspaceElsewhere is returned for a keyspace that other sites
 	// hold and this one does not; the message names those sites.
 	ErrKeyspaceElsewhere = errors.New("router: keyspace not held by this site")
+	// ErrKeyspaceNotYetHere is returned, with ErrUnknownKeyspace, for a
+	// keyspace that exists but that this node's router has not learned
+	// yet (created moments ago, Config.Recent): a retry a moment later is
+	// served, so it is retryable (UNAVAILABLE), unlike a keyspace no site
+	// holds (NOT_FOUND).
+	ErrKeyspaceNotYetHere = errors.New("router: keyspace not known here yet")
 )
 
 // keyspaceSet is what the router knows of the keyspaces: the shard
@@ -186,10 +192,17 @@ func (r *Router) shardCount(keyspace string) (uint32, error) {
 		}
 	}
 	if r.cfg.Recent != nil && r.cfg.Recent(keyspace) {
-		return 0, fmt.Errorf("%w %s: created moments ago, it has not reached node %s yet; retry in a moment", ErrUnknownKeyspace, name, r.cfg.NodeID)
+		return 0, notYetHere{fmt.Errorf("%w %s: created moments ago, it has not reached node %s yet; retry in a moment", ErrUnknownKeyspace, name, r.cfg.NodeID)}
 	}
 	return 0, fmt.Errorf("%w %s", ErrUnknownKeyspace, name)
 }
+
+// notYetHere is an ErrUnknownKeyspace that is also ErrKeyspaceNotYetHere,
+// with the message of the first alone.
+type notYetHere struct{ error }
+
+func (e notYetHere) Unwrap() error        { return e.error }
+func (e notYetHere) Is(target error) bool { return target == ErrKeyspaceNotYetHere }
 
 // Shard returns the shard of key.
 func (r *Router) Shard(keyspace string, key []byte) (placement.Shard, error) {

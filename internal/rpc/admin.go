@@ -119,11 +119,19 @@ func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *a
 		}
 	}
 	leader, _ := a.cluster.Catalog.Leader()
-	resp = &adminv1.MembersResponse{PlacementEpoch: st.Map.Epoch, CatalogLeader: leader, ReplicasPerShard: uint32(max(a.cluster.Catalog.Replicas(), 0))}
+	// The replicas per shard the site places: the largest --replicas of
+	// this node and the alive nodes of the site that announce theirs in
+	// gossip, as the catalog leader counts them (catalog.siteReplicas),
+	// not this node's own value.
+	replicas := max(a.cluster.Catalog.Replicas(), 0)
+	resp = &adminv1.MembersResponse{PlacementEpoch: st.Map.Epoch, CatalogLeader: leader}
 	seen := map[string]bool{}
 	for _, m := range a.cluster.Members.Members() {
 		if m.Site != a.cfg.Site {
 			continue
+		}
+		if m.State == membership.StateAlive {
+			replicas = max(replicas, int(m.Replicas))
 		}
 		// A node removed for good is no member any more, unless a process
 		// runs under its id again (the catalog leader tells it to stop).
@@ -142,6 +150,7 @@ func (a *Admin) Members(ctx context.Context, _ *adminv1.MembersRequest) (resp *a
 		}
 	}
 	sort.Slice(resp.Members, func(i, j int) bool { return resp.Members[i].NodeId < resp.Members[j].NodeId })
+	resp.ReplicasPerShard = uint32(replicas)
 	return resp, nil
 }
 

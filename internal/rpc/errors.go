@@ -39,6 +39,8 @@ var codeTable = []struct {
 	{ErrBadRequest, codes.InvalidArgument},
 	{ErrBadContinuation, codes.InvalidArgument},
 	{causal.ErrMalformedToken, codes.InvalidArgument},
+	// Before ErrUnknownKeyspace, which it comes with.
+	{router.ErrKeyspaceNotYetHere, codes.Unavailable},
 	{router.ErrUnknownKeyspace, codes.NotFound},
 	{router.ErrKeyspaceElsewhere, codes.FailedPrecondition},
 	{cluster.ErrExists, codes.AlreadyExists},

@@ -174,3 +174,22 @@ func TestWriteOptionsSitesMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestRecentKeyspaceIsRetryable: a keyspace the router has not learned
+// yet but that exists (created moments ago: router.Config.Recent) is
+// UNAVAILABLE, which clients retry, and still says it is an unknown
+// keyspace; one no site holds is NOT_FOUND. Before, both were NOT_FOUND,
+// and a read at another site right after the keyspace's creation failed
+// at once although its message said to retry.
+func TestRecentKeyspaceIsRetryable(t *testing.T) {
+	r := router.New(router.Config{Site: "s2", NodeID: "b1", Recent: func(ks string) bool { return ks == "orders" }}, map[string]uint32{"default": 4}, nil, nil, nil, nil, nil, nil)
+	_, err := r.Shard("orders", []byte("k"))
+	st := status.Convert(toStatus(err))
+	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), `unknown keyspace "orders"`) || !strings.Contains(st.Message(), "retry in a moment") {
+		t.Fatalf("a keyspace created moments ago: %v, want UNAVAILABLE saying to retry", st)
+	}
+	_, err = r.Shard("nope", []byte("k"))
+	if got := status.Code(toStatus(err)); got != codes.NotFound {
+		t.Fatalf("a keyspace no site holds: %v, want NOT_FOUND", got)
+	}
+}

@@ -215,11 +215,26 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("recover catalog: %q is not another node's id", id))
 		}
 	}
+	// The shard settings kvd has flags for, named as the flags name them
+	// (shard.Config.Validate names its fields).
+	var shardErrs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"version retention", c.Shard.VersionRetention}, {"gc interval", c.Shard.GCInterval}, {"digest interval", c.Shard.DigestInterval}} {
+		if d.v < 0 {
+			shardErrs = append(shardErrs, fmt.Errorf("%s %v must not be negative", d.name, d.v))
+		}
+	}
+	if c.Shard.SnapshotThreshold == 0 {
+		shardErrs = append(shardErrs, errors.New("snapshot threshold must be positive"))
+	}
+	errs = append(errs, shardErrs...)
 	sc := c.Shard
 	if sc.SnapshotDir == "" {
 		sc.SnapshotDir = "-" // filled in by New
 	}
-	if err := sc.Validate(); err != nil {
+	if err := sc.Validate(); err != nil && len(shardErrs) == 0 {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -60,14 +60,24 @@ func (s *Server) unheard() string {
 	return strings.Join(why, ", and ")
 }
 
-// recentKeyspace implements router.Config.Recent: whether the leader of
-// the cluster configuration has keyspace, which this node's copy lacks (a
-// keyspace created moments ago). It asks the leader, within a second, and
-// adopts its configuration; calls that come while one asks share its
-// answer, so that requests naming an unknown keyspace send the leader one
-// request at a time.
+// recentKeyspace implements router.Config.Recent: whether keyspace, which
+// the router does not know, exists: this node's copy of the cluster
+// configuration has it (the router follows the copy a moment later: on
+// the leader of the configuration, which applied the keyspace's creation
+// and answered it, a request that came at once found the router without
+// it), or the leader has it and this node's copy lacks it (a keyspace
+// created moments ago). It asks the leader, within a second, and adopts
+// its configuration; calls that come while one asks share its answer, so
+// that requests naming an unknown keyspace send the leader one request at
+// a time.
 func (s *Server) recentKeyspace(keyspace string) bool {
-	if s.cfg.FixedCluster != nil || s.cluster == nil || s.cluster.IsLeader() {
+	if s.cfg.FixedCluster != nil || s.cluster == nil {
+		return false
+	}
+	if own, _ := s.cluster.Config(); own.Keyspaces[keyspace].Name != "" {
+		return true
+	}
+	if s.cluster.IsLeader() {
 		return false
 	}
 	start := time.Now()

@@ -10,8 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	peerv1 "github.com/causeway-db/causeway/api/proto/peer/v1"
 	"github.com/causeway-db/causeway/internal/catalog"
+	"github.com/causeway-db/causeway/internal/guards"
 	"github.com/causeway-db/causeway/internal/membership"
 	"github.com/causeway-db/causeway/internal/peer"
 	"github.com/causeway-db/causeway/internal/placement"
@@ -20,6 +24,12 @@ import (
 // ErrLostIdentity is returned by Start for a node that starts on a new
 // data directory under a node id its site counts as a voter (docs/adr/027).
 var ErrLostIdentity = errors.New("server: refusing to start under a node id that lost its data")
+
+// ErrPeerAddressInUse is returned by Start for a node on a new data
+// directory whose advertised peer address is the one another node, alive
+// in gossip, serves at: the site would take the new node for that node's
+// replacement (docs/adr/027) and drop the live node from its groups.
+var ErrPeerAddressInUse = errors.New("server: refusing to start at another node's peer address")
 
 // identityWait bounds how long a node on a new data directory looks for a
 // member of its site that answers before it starts without the check, and
@@ -59,8 +69,21 @@ func (s *Server) checkFreshIdentity() error {
 			"check that --join names the gossip address (--gossip-addr) of a running node of site %s and that it is reachable, then start the node again",
 			s.cfg.Join, err, joinWait, s.cfg.Site)
 	}
+	if !s.knowsOtherMembers() {
+		// The join reached this node alone: --join names its own gossip
+		// address (the first node of a site given the --join of the
+		// others). Started so, it would wait for a site that is not
+		// there, and never be ready.
+		return fmt.Errorf("join %v: no node but this one answered: --join names this node's own gossip address (--gossip-addr %s); "+
+			"the first node of a new site starts without --join, a later node names the gossip address of a running node of site %s: "+
+			"this node's data directory is new and was left as it was",
+			s.cfg.Join, s.members.Local().GossipAddr, s.cfg.Site)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), identityWait)
 	defer cancel()
+	if err := s.checkPeerAddress(ctx); err != nil {
+		return err
+	}
 	for {
 		answered, err := s.askSite(ctx)
 		if err != nil {
@@ -80,6 +103,71 @@ func (s *Server) checkFreshIdentity() error {
 		case <-t.C:
 		}
 	}
+}
+
+// knowsOtherMembers reports whether gossip knows a member besides this
+// node, in any state.
+func (s *Server) knowsOtherMembers() bool {
+	self := s.members.Local().Name()
+	for _, m := range s.members.Members() {
+		if m.Name() != self {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPeerAddress refuses (ErrPeerAddressInUse) a node on a new data
+// directory that advertises the peer address of another node gossip
+// reports alive, when a node answers at that address: this node's peer
+// port does not serve yet, so the answer is the other node's. A node
+// started on a dead node's host and ports under a new id (the way back
+// for a node that lost its data, docs/adr/027) finds no one else there,
+// even while gossip still reports the dead node alive, and starts; a
+// node whose --peer-advertise-addr names a live node's address (a copy
+// of another node's flags) would be taken for that node's replacement,
+// and the site would drop the live node from the site catalog, from every
+// shard and from the cluster configuration.
+func (s *Server) checkPeerAddress(ctx context.Context) error {
+	if guards.Off(guards.PeerAddressInUse) {
+		return nil
+	}
+	own := s.members.Local().PeerAddr
+	for _, m := range s.members.Members() {
+		if m.State != membership.StateAlive || m.PeerAddr != own || (m.Site == s.cfg.Site && m.NodeID == s.cfg.NodeID) {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, identityAskTimeout)
+		_, _, err := s.placementAt(actx, own)
+		cancel()
+		if !answered(err) {
+			s.log.Info("new data directory: gossip reports a node alive at this node's peer address, and no node answers there: taking its place",
+				"member", m.NodeID, "member_site", m.Site, "peer_addr", own, "err", err)
+			continue
+		}
+		flag := "--peer-addr"
+		if s.cfg.PeerAdvertise != "" {
+			flag = "--peer-advertise-addr"
+		}
+		return fmt.Errorf("%w: node %s of site %s would advertise peer address %s (%s), but node %s of site %s is alive and serves there; "+
+			"started so, the site would take this node for %s's replacement and drop %s from the site catalog, from its shards and from the cluster configuration: "+
+			"give this node a peer address of its own (this node's data directory is new and was left as it was)",
+			ErrPeerAddressInUse, s.cfg.NodeID, s.cfg.Site, own, flag, m.NodeID, m.Site, m.NodeID, m.NodeID)
+	}
+	return nil
+}
+
+// answered reports whether a call that returned err reached a node that
+// served it: no error, or an error of the node's own, not of a connection
+// that never carried the call.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.OK:
+		return err == nil
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
 // askSite asks every live member of the node's site at once for its

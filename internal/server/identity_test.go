@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/causeway-db/causeway/internal/placement"
 )
@@ -70,5 +71,40 @@ func TestFreshNodeThatReachesNoOneCreatesNothing(t *testing.T) {
 		if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
 			t.Errorf("the failed start created %s: the next start would skip the fresh-identity check", name)
 		}
+	}
+}
+
+// TestFreshNodeJoiningItselfCreatesNothing: a node on a new data directory
+// whose --join names only its own gossip address (the first node of a
+// site started with the others' --join) fails to start at once and leaves
+// the directory new. Before, it waited 20 s for its own answer, started
+// without a site to join, created raft.db (its next start took the
+// directory for its own data) and never became ready.
+func TestFreshNodeJoiningItselfCreatesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ln.Addr().String()
+	_ = ln.Close()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.GossipAddr, cfg.Join = own, []string{own}
+	srv, err := New(cfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = srv.Start()
+	if err == nil {
+		srv.Stop()
+		t.Fatal("a node on a new data directory whose --join names only itself started")
+	}
+	t.Logf("start: %v (after %v)", err, time.Since(start))
+	if !strings.Contains(err.Error(), "--join names this node's own gossip address") || !strings.Contains(err.Error(), "left as it was") {
+		t.Errorf("the error does not say what is wrong: %v", err)
+	}
+	if entries, rerr := os.ReadDir(dir); rerr != nil || len(entries) > 0 {
+		t.Errorf("the failed start left %v in its new data directory (%v)", entries, rerr)
 	}
 }

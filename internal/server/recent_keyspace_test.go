@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
+	"github.com/causeway-db/causeway/internal/cluster"
 	"github.com/causeway-db/causeway/internal/poll"
 )
 
@@ -46,6 +47,27 @@ func TestRecentKeyspaceAsksTheLeader(t *testing.T) {
 		t.Fatalf("b1 did not adopt the leader's configuration: %v", own.Keyspaces)
 	}
 	if b.srv.recentKeyspace("nope") {
+		t.Fatal("keyspace nope is recent")
+	}
+}
+
+// TestRecentKeyspaceOnTheConfigurationLeader: on the leader of the cluster
+// configuration, a keyspace its copy of the configuration has is recent
+// for the router (which follows the copy a moment later): a request that
+// comes right after the creation is told to retry, not that the keyspace
+// does not exist. Before, the leader never counted a keyspace as recent.
+func TestRecentKeyspaceOnTheConfigurationLeader(t *testing.T) {
+	a := start(t, testConfig(t.TempDir()))
+	if !a.srv.cluster.IsLeader() {
+		t.Fatal("a single node does not lead the cluster configuration")
+	}
+	if _, err := a.srv.cluster.CreateKeyspace(ctx(t), cluster.Keyspace{Name: "orders", Shards: 2, Sites: []string{a.srv.cfg.Site}}); err != nil {
+		t.Fatal(err)
+	}
+	if !a.srv.recentKeyspace("orders") {
+		t.Fatal("the configuration leader does not count keyspace orders, in its copy of the configuration, as recent")
+	}
+	if a.srv.recentKeyspace("nope") {
 		t.Fatal("keyspace nope is recent")
 	}
 }

@@ -496,8 +496,8 @@ type MembersResponse struct {
 	Members        []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	PlacementEpoch uint64                 `protobuf:"varint,2,opt,name=placement_epoch,json=placementEpoch,proto3" json:"placement_epoch,omitempty"`
 	CatalogLeader  string                 `protobuf:"bytes,3,opt,name=catalog_leader,json=catalogLeader,proto3" json:"catalog_leader,omitempty"`
-	// Replicas per shard the site's placement aims for (kvd --replicas of
-	// the answering node); a shard has fewer while the site has fewer live
+	// Replicas per shard the site's placement aims for (the largest kvd
+	// --replicas of the site's alive nodes); a shard has fewer while the site has fewer live
 	// nodes that are not draining. 0 from an older node.
 	ReplicasPerShard uint32 `protobuf:"varint,4,opt,name=replicas_per_shard,json=replicasPerShard,proto3" json:"replicas_per_shard,omitempty"`
 	unknownFields    protoimpl.UnknownFields
