@@ -27,6 +27,7 @@ BITES=(
   "dependency-wait|./internal/clustertest|^TestGetTxnAlbumACL\$"
   "dependency-wait|./internal/clustertest|^TestGeoConvergence\$"
   "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
+  "session-arrival|./internal/clustertest|^TestSiteRemovalPassesOnTheRemovedSitesWrites\$"
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"

@@ -37,12 +37,19 @@ compose() {
 	fi
 }
 
-# health prints a running node's health check status, or the state of a
-# node that does not run (exited, restarting, created: docker keeps the
-# last health status of a stopped container, unhealthy).
+# HEALTH_FORMAT is what health asks docker for: a running node's health
+# check status, or the state of a node that does not run. A node whose
+# kvd exits at start (a data directory it refuses, a wrong flag) is
+# restarted by docker over and over: docker reports it running, with the
+# last health status, unhealthy, so the restarts are checked first.
+# Docker keeps the last health status of a stopped container too.
+HEALTH_FORMAT='{{if .State.Restarting}}restarting: kvd exited with code {{.State.ExitCode}} ({{.RestartCount}} restarts){{else if and .State.Running .State.Health}}{{.State.Health.Status}}{{else if eq .State.Status "exited"}}exited (code {{.State.ExitCode}}){{else}}{{.State.Status}}{{end}}'
+
+# health prints the node's health, as HEALTH_FORMAT renders it, or
+# missing.
 health() {
 	local s
-	s=$(docker inspect -f '{{if and .State.Running .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "causeway-$1" 2>/dev/null) || s=missing
+	s=$(docker inspect -f "$HEALTH_FORMAT" "causeway-$1" 2>/dev/null) || s=missing
 	echo "$s"
 }
 
@@ -69,7 +76,12 @@ wan_note() {
 }
 
 status() {
-	for n in "${NODES[@]}"; do printf '%s\t%s%s\n' "$n" "$(health "$n")" "$(wan_note "$n")"; done
+	local n h
+	for n in "${NODES[@]}"; do
+		h=$(health "$n")
+		[[ $h == restarting* ]] && h+=": docker logs causeway-$n says why"
+		printf '%s\t%s%s\n' "$n" "$h" "$(wan_note "$n")"
+	done
 }
 
 # monitoring makes sure the images of the monitoring profile are here when
@@ -100,10 +112,20 @@ up() {
 	docker image inspect causeway/kvd:dev >/dev/null 2>&1 || die "no image causeway/kvd:dev: run make image first"
 	monitoring
 	compose up -d
-	local deadline=$((SECONDS + TIMEOUT)) healthy=0 last=-1
+	local deadline=$((SECONDS + TIMEOUT)) healthy=0 last=-1 h
+	# A node whose kvd exits at start is named once, at once, rather
+	# than only when the wait times out.
+	local -A told=()
 	while ((SECONDS < deadline)); do
 		healthy=0
-		for n in "${NODES[@]}"; do [[ $(health "$n") == healthy ]] && healthy=$((healthy + 1)); done
+		for n in "${NODES[@]}"; do
+			h=$(health "$n")
+			[[ $h == healthy ]] && healthy=$((healthy + 1))
+			if [[ $h == restarting* && -z ${told[$n]:-} ]]; then
+				echo "compose: $n $h: docker logs causeway-$n says why" >&2
+				told[$n]=1
+			fi
+		done
 		if ((healthy != last)); then
 			echo "compose: $healthy of ${#NODES[@]} nodes healthy"
 			last=$healthy

@@ -204,7 +204,12 @@ cmd_up() {
 	echo "  bin/kvctl --endpoints $(site_endpoints s3) get greeting"
 	echo "  bin/kvctl --endpoints $(site_endpoints s1) cluster sites"
 	echo "  bin/kvctl --endpoints $(site_endpoints s2) debug partition --site s1   # then: debug heal"
-	echo "Stop with: make geo-down (logs in $DIR/SITE-NODE.log)"
+	if [[ $DIR == data/geo && $PORT_BASE == 7379 ]]; then
+		echo "Stop with: make geo-down (logs in $DIR/SITE-NODE.log)"
+	else
+		# make geo-down looks in data/geo: name this run's directory.
+		echo "Stop with: GEO_DIR=$DIR GEO_PORT_BASE=$PORT_BASE scripts/geo.sh down (logs in $DIR/SITE-NODE.log)"
+	fi
 }
 
 cmd_status() {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
 )
 
@@ -17,9 +18,10 @@ import (
 // they need no Docker.
 
 // fakeDocker answers like docker on a machine that holds the kvd image
-// and cannot reach a registry. `inspect` prints "healthy" for a health
-// query and, for the address on the network between sites, the content of
-// $FAKE_DIR/wan-CONTAINER.
+// and cannot reach a registry. `inspect` prints, for a health query, the
+// content of $FAKE_DIR/health-CONTAINER or else "healthy" (and keeps the
+// query's format in $FAKE_DIR/health-format) and, for the address on the
+// network between sites, the content of $FAKE_DIR/wan-CONTAINER.
 const fakeDocker = `#!/usr/bin/env bash
 echo "docker $*" >>"$FAKE_DIR/log"
 case $1 in
@@ -36,7 +38,10 @@ inspect)
 	name=${!#}
 	case $3 in
 	*causeway_wan*) cat "$FAKE_DIR/wan-$name" 2>/dev/null || true ;;
-	*) echo healthy ;;
+	*)
+		printf '%s' "$3" >"$FAKE_DIR/health-format"
+		cat "$FAKE_DIR/health-$name" 2>/dev/null || echo healthy
+		;;
 	esac
 	;;
 esac
@@ -151,5 +156,94 @@ func TestComposeStatusNamesNodesOffTheWAN(t *testing.T) {
 				t.Errorf("status of %s = %q, want healthy", node, rest)
 			}
 		}
+	}
+}
+
+// inspectedState is the part of `docker inspect`'s answer for a container
+// that the health format of scripts/compose.sh reads.
+type inspectedState struct {
+	State struct {
+		Status              string
+		Running, Restarting bool
+		ExitCode            int
+		Health              *struct{ Status string }
+	}
+	RestartCount int
+}
+
+// A node whose kvd refuses to start (a damaged raft log, a wrong flag) is
+// restarted by docker over and over, and docker reports it running, with
+// the last health status, unhealthy: status printed "unhealthy", as for a
+// node still starting. It must say the node's kvd exits, with its code,
+// and where to read why.
+func TestComposeStatusNamesCrashLoopingNodes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "health-causeway-s2-n3"), []byte("restarting: kvd exited with code 1 (9 restarts)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, log, err := runComposeScript(t, dir, nil, "status")
+	if err != nil {
+		t.Fatalf("compose.sh status: %v\nstderr:\n%s\ncalls:\n%s", err, stderr, log)
+	}
+	if want := "s2-n3\trestarting: kvd exited with code 1 (9 restarts): docker logs causeway-s2-n3 says why\n"; !strings.Contains(stdout, want) {
+		t.Errorf("status does not say %q:\n%s", want, stdout)
+	}
+
+	// The format the script gives docker, rendered as docker renders it
+	// (a Go template over the inspected container) for the states a
+	// node goes through.
+	format, err := os.ReadFile(filepath.Join(dir, "health-format"))
+	if err != nil {
+		t.Fatalf("status asked docker for no health: %v\ncalls:\n%s", err, log)
+	}
+	tmpl, err := template.New("health").Parse(string(format))
+	if err != nil {
+		t.Fatalf("health format %q: %v", format, err)
+	}
+	state := func(status string, running, restarting bool, exit, restarts int, health string) inspectedState {
+		var s inspectedState
+		s.State.Status, s.State.Running, s.State.Restarting, s.State.ExitCode, s.RestartCount = status, running, restarting, exit, restarts
+		if health != "" {
+			s.State.Health = &struct{ Status string }{health}
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name  string
+		state inspectedState
+		want  string
+	}{
+		{"crash loop", state("restarting", true, true, 1, 9, "unhealthy"), "restarting: kvd exited with code 1 (9 restarts)"},
+		{"ready", state("running", true, false, 0, 0, "healthy"), "healthy"},
+		{"starting", state("running", true, false, 0, 0, "starting"), "starting"},
+		{"killed", state("exited", false, false, 137, 0, "unhealthy"), "exited (code 137)"},
+		{"created", state("created", false, false, 0, 0, ""), "created"},
+	} {
+		var b strings.Builder
+		if err := tmpl.Execute(&b, c.state); err != nil {
+			t.Fatalf("%s: health format: %v", c.name, err)
+		}
+		if got := b.String(); got != c.want {
+			t.Errorf("%s: health = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// up names a node whose kvd keeps exiting as soon as it sees it, not only
+// in the listing printed when the wait times out (after 180 s by
+// default).
+func TestComposeUpNamesACrashLoopingNodeAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "health-causeway-s2-n3"), []byte("restarting: kvd exited with code 1 (2 restarts)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, log, err := runComposeScript(t, dir, []string{"COMPOSE_READY_TIMEOUT=4"}, "up")
+	if err == nil {
+		t.Fatalf("compose.sh up succeeded with a node that keeps exiting; calls:\n%s", log)
+	}
+	want := "compose: s2-n3 restarting: kvd exited with code 1 (2 restarts): docker logs causeway-s2-n3 says why\n"
+	first, _, _ := strings.Cut(stderr, "only 8 of 9 nodes healthy")
+	if strings.Count(stderr, want) != 1 || !strings.Contains(first, want) {
+		t.Errorf("up did not name s2-n3 once before timing out; stderr:\n%s", stderr)
 	}
 }

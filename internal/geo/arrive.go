@@ -53,8 +53,9 @@ func (s *Service) WaitSiteApplied(ctx context.Context, hlc uint64) (uint64, erro
 
 // WaitObserved implements router.Durability: it waits until this site
 // applied every version of another site the session observed (by shard
-// and origin; an unknown shard or keyspace stands for all of them), and
-// returns the largest newest HLC of the replicas it checked.
+// and origin; an unknown shard or keyspace stands for all of them, of
+// the origins each keyspace lists), and returns the largest newest HLC of
+// the replicas it checked.
 func (s *Service) WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error) {
 	cfg, _ := s.configs()
 	var stamp uint64
@@ -68,8 +69,18 @@ func (s *Service) WaitObserved(ctx context.Context, observed []causal.Dependency
 		}
 		for _, name := range names {
 			ks, ok := cfg.Keyspace(name)
-			if !ok || !ks.Holds(s.cfg.Site) || !ks.Holds(d.Ref.Origin) {
+			if !ok || !ks.Holds(s.cfg.Site) {
 				continue // no such writes reach this site
+			}
+			if !ks.Holds(d.Ref.Origin) && (d.Ref.Keyspace == "" || d.Ref.Shard == causal.UnknownShard) {
+				// An origin that left the keyspace (set-sites, or removed
+				// from the cluster) ships nothing more; the versions of it
+				// the session saw on a named shard are waited for below
+				// (the comparison with the remaining sites, or a join
+				// repair, brings them), but a fallback or an unknown shard
+				// stands for shards it may never have written to, whose
+				// progress for it would never get there.
+				continue
 			}
 			ids := []uint32{d.Ref.Shard}
 			if d.Ref.Shard == causal.UnknownShard {

@@ -540,13 +540,16 @@ func (s *Service) chainChanged(g *shard.Group, sh placement.Shard, old, chain []
 	// A site that left the chain (taken out of the keyspace, or removed
 	// from the cluster) no longer has a chain for its writes: those that
 	// reached this site and not yet the next ones would wait for the
-	// periodic anti-entropy. Compare with the other sites once now (a
-	// stable repair sends an origin that left the keyspace in full).
+	// periodic anti-entropy. Compare with the other sites now (a stable
+	// repair sends an origin that left the keyspace in full), and again
+	// after a failure: a site out of reach when the change came (the
+	// reason the writes had not reached it) gets them once it is back
+	// (TestSiteRemovalPassesOnTheRemovedSitesWrites).
 	left := slices.ContainsFunc(old, func(site string) bool { return !slices.Contains(chain, site) })
 	if left && len(chain) >= 2 {
 		for _, site := range chain {
 			if site != s.cfg.Site && slices.Contains(old, site) {
-				s.repairDetached(g, sh, site, repairStable, "a site left the chain")
+				s.launchRepairLoop(s.detached, g, sh, site, repairStable, "a site left the chain", repairRetry)
 			}
 		}
 	}

@@ -82,8 +82,25 @@ func (s *Service) repairDetached(g *shard.Group, sh placement.Shard, site string
 }
 
 func (s *Service) launchRepair(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string) {
-	s.launchRepairLoop(start, g, sh, site, mode, reason, false)
+	s.launchRepairLoop(start, g, sh, site, mode, reason, repairOnce)
 }
+
+// repairRounds says when a launched repair runs again.
+type repairRounds int
+
+const (
+	// repairOnce runs once; a failure is logged and left to the next
+	// periodic run.
+	repairOnce repairRounds = iota
+	// repairRetry runs again after a failure (the site out of reach, its
+	// shard not created yet), backing off, while this replica leads and
+	// site is one of the keyspace's sites: for a repair that nothing else
+	// would bring before the periodic anti-entropy.
+	repairRetry
+	// repairUntilSent is repairRetry that also runs again while it held
+	// back versions this replica had applied when it started.
+	repairUntilSent
+)
 
 // holds reports whether site is one of the sites of sh's keyspace.
 func (s *Service) holds(sh placement.Shard, site string) bool {
@@ -101,13 +118,13 @@ const maxJoinRepairWait = 30 * time.Second
 // version this replica had applied when it started (such a version is not
 // globally stable yet; what is written later travels down the chain).
 func (s *Service) launchRepairUntilSent(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, reason string) {
-	s.launchRepairLoop(start, g, sh, site, repairStable, reason, true)
+	s.launchRepairLoop(start, g, sh, site, repairStable, reason, repairUntilSent)
 }
 
-func (s *Service) launchRepairLoop(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string, untilSent bool) {
+func (s *Service) launchRepairLoop(start func() (context.Context, context.CancelFunc), g *shard.Group, sh placement.Shard, site string, mode repairMode, reason string, rounds repairRounds) {
 	rk := repairKey{sh, site}
 	var heldUpTo uint64
-	if untilSent {
+	if rounds == repairUntilSent {
 		heldUpTo = g.Geo().Local.HLC
 	}
 	s.mu.Lock()
@@ -129,20 +146,20 @@ func (s *Service) launchRepairLoop(start func() (context.Context, context.Cancel
 				if ctx.Err() != nil {
 					return
 				}
-				if !untilSent || !g.IsLeader() || !s.holds(sh, site) {
-					s.log.Warn("anti-entropy failed", "shard", sh.String(), "site", site, "reason", reason, "err", err)
+				if rounds == repairOnce || !g.IsLeader() || !s.holds(sh, site) {
+					s.log.Warn("anti-entropy failed", "shard", sh.String(), "to_site", site, "reason", reason, "err", err)
 					return
 				}
-				// The joined site may not have taken the shard yet, or be
-				// out of reach for a while: nothing else brings it what it
-				// missed, so try again.
-				s.log.Warn("anti-entropy failed; trying again", "shard", sh.String(), "site", site, "reason", reason, "err", err, "in", wait)
+				// The site may not have taken the shard yet, or be out of
+				// reach for a while: nothing else brings it what it
+				// missed before the periodic run, so try again.
+				s.log.Warn("anti-entropy failed; trying again", "shard", sh.String(), "to_site", site, "reason", reason, "err", err, "in", wait)
 				sleep(ctx, wait)
 				wait = min(2*wait, maxJoinRepairWait)
 				continue
 			}
-			if untilSent && held > 0 && g.IsLeader() && s.holds(sh, site) {
-				s.log.Info("anti-entropy held back versions not yet stable; running again", "shard", sh.String(), "site", site,
+			if rounds == repairUntilSent && held > 0 && g.IsLeader() && s.holds(sh, site) {
+				s.log.Info("anti-entropy held back versions not yet stable; running again", "shard", sh.String(), "to_site", site,
 					"reason", reason, "slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent, "keys_held", held)
 				sleep(ctx, wait)
 				// Stability waits on every site: while one is down, the
@@ -154,7 +171,7 @@ func (s *Service) launchRepairLoop(start func() (context.Context, context.Cancel
 				}
 				continue
 			}
-			s.log.Info("anti-entropy done", "shard", sh.String(), "site", site, "reason", reason,
+			s.log.Info("anti-entropy done", "shard", sh.String(), "to_site", site, "reason", reason,
 				"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent, "keys_held", held)
 			return
 		}

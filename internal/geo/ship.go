@@ -275,9 +275,9 @@ func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipC
 		s.m.batches.WithLabelValues(target, "error").Inc()
 		if skippedNow {
 			s.m.skips.WithLabelValues(target).Inc()
-			s.log.Warn("skipping an unreachable site in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target, "after", s.cfg.SkipAfter, "err", err)
+			s.log.Warn("skipping an unreachable site in the chain", "shard", k.sh.String(), "origin", k.origin, "to_site", target, "after", s.cfg.SkipAfter, "err", err)
 		} else {
-			s.log.Debug("shipping failed", "shard", k.sh.String(), "origin", k.origin, "site", target, "err", err)
+			s.log.Debug("shipping failed", "shard", k.sh.String(), "origin", k.origin, "to_site", target, "err", err)
 		}
 		sleep(ctx, min(s.cfg.HeartbeatEvery, 200*time.Millisecond))
 		return false
@@ -285,7 +285,7 @@ func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipC
 	st.mu.Lock()
 	if st.links.ok(target) {
 		s.m.rejoins.WithLabelValues(target).Inc()
-		s.log.Info("a skipped site is back in the chain", "shard", k.sh.String(), "origin", k.origin, "site", target)
+		s.log.Info("a skipped site is back in the chain", "shard", k.sh.String(), "origin", k.origin, "to_site", target)
 	}
 	st.probed[target] = true
 	st.lastSent[target] = time.Now()
@@ -311,7 +311,7 @@ func (s *Service) shipped(ctx context.Context, k streamKey, st *stream, c *shipC
 		s.m.shipSec.Observe(time.Since(c.start).Seconds())
 	}
 	if resp.Error != "" {
-		s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "site", target, "reason", resp.Error)
+		s.log.Debug("receiver applied part of a batch", "shard", k.sh.String(), "origin", k.origin, "to_site", target, "reason", resp.Error)
 		if resp.NextSeq <= c.next {
 			sleep(ctx, 20*time.Millisecond) // nothing applied: do not spin
 		}
