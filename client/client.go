@@ -124,15 +124,15 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.geo = append(c.geo, adminv1.NewGeoClient(conn))
 	}
 	if !cfg.DisableLeaderRouting {
-		c.routes = newRouter(cfg.RouteRefresh, func(addr string) (kvv1.KVClient, *grpc.ClientConn, error) {
+		c.routes = newRouter(cfg.RouteRefresh, func(addr string) (kvv1.KVClient, adminv1.AdminClient, *grpc.ClientConn, error) {
 			if i := slices.Index(c.cfg.Endpoints, addr); i >= 0 {
-				return c.kv[i], nil, nil
+				return c.kv[i], c.admin[i], nil, nil
 			}
 			conn, err := dial(addr)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			return c.kvClient(conn), conn, nil
+			return c.kvClient(conn), adminv1.NewAdminClient(conn), conn, nil
 		})
 	}
 	c.sites = make([]atomic.Pointer[string], len(cfg.Endpoints))
@@ -679,23 +679,32 @@ func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call
 		if routed {
 			// The routes name the leaders of the site of the current
 			// endpoint, ep.
-			if kv, sh, _ := c.routes.leaderFor(rk.keyspace, rk.key, c.fetchRoutes); kv != nil {
-				h, err := call(ctx, kv, o.at(ep))
+			if lc, sh, _ := c.routes.leaderFor(rk.keyspace, rk.key, c.fetchRoutes); lc != nil {
+				h, err := watchNode(ctx, lc.admin, func(ctx context.Context) (*kvv1.ResponseHeader, error) {
+					return call(ctx, lc.kv, o.at(ep))
+				})
 				if err == nil {
 					if rk.learn {
 						c.routes.learn(rk.keyspace, rk.key, h.GetNodeId(), c.fetchRoutes)
 					}
 					return nil
 				}
-				if retry, _ := retryable(context.Background(), err); !retry || ctx.Err() != nil {
+				retry, _ := retryable(context.Background(), err)
+				if retry {
+					// The next attempts (and calls) do not go straight
+					// to that node until the table names it again.
+					c.routes.invalidate(sh, c.fetchRoutes)
+				}
+				if !retry || ctx.Err() != nil {
 					return err
 				}
 				c.log.Debug("client: leader route failed; using the endpoint", "shard", sh.String(), "err", err)
 				routed = false
-				c.routes.invalidate(sh, c.fetchRoutes)
 			}
 		}
-		h, err := call(ctx, c.kv[ep], o.at(ep))
+		h, err := watchNode(ctx, c.admin[ep], func(ctx context.Context) (*kvv1.ResponseHeader, error) {
+			return call(ctx, c.kv[ep], o.at(ep))
+		})
 		if err == nil {
 			c.noteSite(ep, h.GetSite())
 		}
@@ -704,6 +713,65 @@ func (c *Client) invokeKV(ctx context.Context, o callOptions, rk *routeKey, call
 		}
 		return err
 	})
+}
+
+// A node that stopped answering without closing its connections (a
+// process stopped with SIGSTOP, hung, or cut off by a link that drops its
+// packets) fails no call made to it: a call sent to it, straight to it as
+// a shard's leader or as the current endpoint, would wait for the whole
+// attempt (a mutation's is RequestTimeout, 10 s by default), far longer
+// than the shard takes to elect another leader (2 to 6 s). So a call
+// still unanswered after probeAfter has the node probed with an Admin
+// Status call on the same connection, again every probeAfter, and a
+// probe unanswered within probeTimeout ends the call as UNAVAILABLE: a
+// call sent to a leader goes on at the current endpoint, which forwards
+// it to the shard's leader (the new one once elected) and watches its
+// own forward the same way; a call to the endpoint fails over to the
+// next endpoint (of the same site, for a mutation that may have reached
+// the node). A node that is only slow (a write waiting for an election,
+// or for other sites) answers its probes and keeps the call. A mutation
+// so sent twice applies once (its request id).
+const (
+	probeAfter   = time.Second
+	probeTimeout = time.Second
+)
+
+// watchNode runs call, a call to the node admin reaches, and ends it as
+// UNAVAILABLE when the node stops answering (see probeAfter).
+func watchNode(ctx context.Context, admin adminv1.AdminClient, call func(context.Context) (*kvv1.ResponseHeader, error)) (*kvv1.ResponseHeader, error) {
+	if admin == nil {
+		return call(ctx)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var silent atomic.Bool
+	probe := time.AfterFunc(probeAfter, func() {
+		for {
+			pctx, pcancel := context.WithTimeout(cctx, probeTimeout)
+			_, err := admin.Status(pctx, &adminv1.StatusRequest{})
+			pcancel()
+			if code := status.Code(err); (code == codes.DeadlineExceeded || code == codes.Unavailable) && cctx.Err() == nil {
+				silent.Store(true)
+				cancel()
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-cctx.Done():
+				return
+			case <-time.After(probeAfter):
+			}
+		}
+	})
+	h, err := call(cctx)
+	close(done)
+	probe.Stop()
+	if err != nil && silent.Load() {
+		return nil, status.Errorf(codes.Unavailable, "client: the node stopped answering (no answer to a status probe within %v)", probeTimeout)
+	}
+	return h, err
 }
 
 // fetchRoutes reads the routing table from the current endpoint.

@@ -50,9 +50,16 @@
 //     so that a node that takes calls and answers none (stopped, hung) is
 //     left within one call, which tries the next endpoint, and the calls
 //     after it start there. A mutation's attempts keep
-//     Config.RequestTimeout: with a deadline shorter than that, a mutation
-//     sent to a hung node fails with DEADLINE_EXCEEDED (it may have
-//     reached the node) until the connection's keepalive drops it.
+//     Config.RequestTimeout. A Put, Get or Delete that a node has not
+//     answered for a second has the node probed (an Admin Status call on
+//     the same connection, answered within a second, again every second);
+//     a node that answers no probe (stopped, hung, cut off) is left as
+//     UNAVAILABLE: the call fails over to the next endpoint (of the same
+//     site, for a mutation that may have reached the node), or, sent
+//     straight to a shard leader, goes on at the current endpoint. Other
+//     calls, and mutations given a deadline shorter than two seconds,
+//     sent to a hung node fail with DEADLINE_EXCEEDED (a mutation may
+//     have reached the node) until the connection's keepalive drops it.
 //   - Leader routing. Writes and STRONG reads of one key are served by the
 //     leader of the key's shard. The client learns the shard leaders and the
 //     nodes' addresses from the Admin API in the background (every

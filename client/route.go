@@ -43,9 +43,10 @@ type routeTable struct {
 // nodes that are not configured endpoints.
 type router struct {
 	interval time.Duration
-	// connect returns the KV client of a node's client address, and the
-	// connection if the router made it (and must close it).
-	connect func(addr string) (kvv1.KVClient, *grpc.ClientConn, error)
+	// connect returns the KV and Admin clients of a node's client
+	// address, and the connection if the router made it (and must close
+	// it).
+	connect func(addr string) (kvv1.KVClient, adminv1.AdminClient, *grpc.ClientConn, error)
 
 	wg sync.WaitGroup // refresh goroutines
 
@@ -57,6 +58,7 @@ type router struct {
 		lastAttempt time.Time
 		conns       map[string]*grpc.ClientConn // by client address
 		kv          map[string]kvv1.KVClient
+		admin       map[string]adminv1.AdminClient
 		closed      bool
 		gen         uint64 // bumped by reset: older refreshes are dropped
 	}
@@ -76,17 +78,25 @@ func (r *router) reset() {
 	r.mu.refreshing = false
 }
 
-func newRouter(interval time.Duration, connect func(string) (kvv1.KVClient, *grpc.ClientConn, error)) *router {
+func newRouter(interval time.Duration, connect func(string) (kvv1.KVClient, adminv1.AdminClient, *grpc.ClientConn, error)) *router {
 	r := &router{interval: interval, connect: connect}
 	r.mu.conns = map[string]*grpc.ClientConn{}
 	r.mu.kv = map[string]kvv1.KVClient{}
+	r.mu.admin = map[string]adminv1.AdminClient{}
 	return r
 }
 
-// leaderFor returns the KV client of the leader of key's shard and the
+// leaderConn is the leader of a shard as leaderFor returns it: its KV
+// client, and its Admin client on the same connection (to probe it).
+type leaderConn struct {
+	kv    kvv1.KVClient
+	admin adminv1.AdminClient
+}
+
+// leaderFor returns the clients of the leader of key's shard and the
 // shard, or nil when the table cannot tell (unknown, stale, no leader).
 // It starts a background refresh when the table is due for one.
-func (r *router) leaderFor(keyspace string, key []byte, refresh func(context.Context) (*routeTable, error)) (kvv1.KVClient, placement.Shard, string) {
+func (r *router) leaderFor(keyspace string, key []byte, refresh func(context.Context) (*routeTable, error)) (*leaderConn, placement.Shard, string) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -108,18 +118,20 @@ func (r *router) leaderFor(keyspace string, key []byte, refresh func(context.Con
 		return nil, sh, ""
 	}
 	kv, ok := r.mu.kv[addr]
+	admin := r.mu.admin[addr]
 	if !ok {
 		var conn *grpc.ClientConn
 		var err error
-		if kv, conn, err = r.connect(addr); err != nil {
+		if kv, admin, conn, err = r.connect(addr); err != nil {
 			return nil, sh, ""
 		}
 		if conn != nil {
 			r.mu.conns[addr] = conn
 		}
 		r.mu.kv[addr] = kv
+		r.mu.admin[addr] = admin
 	}
-	return kv, sh, id
+	return &leaderConn{kv: kv, admin: admin}, sh, id
 }
 
 // refreshLocked starts a background refresh unless one runs or one started

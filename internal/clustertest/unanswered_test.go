@@ -67,7 +67,8 @@ func TestForwardToSilentNodeRoutedAgain(t *testing.T) {
 // leader keeps its quorum and no election replaces it, and the cut
 // follower knows no leader for as long as the cut lasts. Writes and
 // STRONG reads sent to the cut follower's node must be served through the
-// third replica, not fail for want of a leader.
+// third replica, not fail for want of a leader, and once the follower has
+// been without a leader for a second, without waiting that second again.
 func TestReplicaCutFromItsLeaderAsksAnother(t *testing.T) {
 	c := New(t, 3, nil)
 	ctx := ctxT(t, 2*time.Minute)
@@ -98,5 +99,69 @@ func TestReplicaCutFromItsLeaderAsksAnother(t *testing.T) {
 	}
 	if g := leader.Srv.Router().Local(sh); g == nil || !g.IsLeader() {
 		t.Logf("note: %s no longer leads %s", leader.ID, sh)
+	}
+	// The cut replica has heard from no leader for seconds now: each
+	// request through it asks the third replica at once. Each waited a
+	// second first (leaderlessAsk), so that these 20 requests took 20 s.
+	sctx, cancel := context.WithTimeout(ctx, 12*time.Second)
+	defer cancel()
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		val := fmt.Sprint("w", i)
+		if _, err := follower.KV.Put(sctx, &kvv1.PutRequest{Key: key, Value: []byte(val)}); err != nil {
+			t.Fatalf("write %d of 10 through %s, cut from the leader, after %v: %v", i, follower.ID, time.Since(start).Round(time.Millisecond), err)
+		}
+		if _, err := follower.KV.Get(sctx, &kvv1.GetRequest{Key: key, Consistency: kvv1.Consistency_CONSISTENCY_STRONG}); err != nil {
+			t.Fatalf("STRONG read %d of 10 through %s, cut from the leader, after %v: %v", i, follower.ID, time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+	t.Logf("10 writes and 10 STRONG reads through %s: %v", follower.ID, time.Since(start).Round(time.Millisecond))
+}
+
+// TestSilentReplicaIsNotAskedAgainWhileSilent: as in
+// TestForwardToSilentNodeRoutedAgain, a node that holds no replica of a
+// shard is cut off from the replica it lists first (the link drops
+// everything, as with a node stopped with SIGSTOP). The first request
+// forwarded there waits out the probe and is routed again; the node was
+// then asked again as soon as its two-second mark ran out, so that every
+// few seconds, for as long as it stayed silent, another request waited
+// out a probe (2 s). It is pinged instead, and asked again only once it
+// answers: over ten seconds of writes, one request waits.
+func TestSilentReplicaIsNotAskedAgainWhileSilent(t *testing.T) {
+	c := New(t, 4, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	x := c.Node("n4")
+	r := x.Srv.Router()
+	var sh placement.Shard
+	for i := 0; ; i++ {
+		sh, _ = r.Shard("default", []byte(fmt.Sprint("silent/", i)))
+		if r.Local(sh) == nil {
+			break
+		}
+	}
+	reps, _ := r.Replicas(sh)
+	first := c.Node(string(reps[0].ID))
+	c.Partition([]*Node{x}, []*Node{first})
+	t.Logf("%s holds no replica of %s; cut from %s, its first replica", x.ID, sh, first.ID)
+	unanswered := func() float64 {
+		return testutil.ToFloat64(metricVec(t, x.Srv.Registry(), "causeway_rpc_forwards_unanswered_total", ""))
+	}
+	start := time.Now()
+	n := 0
+	for i := 0; time.Since(start) < 10*time.Second; i++ {
+		key := []byte(fmt.Sprint("silent/", i))
+		if s, _ := r.Shard("default", key); s != sh {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := x.KV.Put(cctx, &kvv1.PutRequest{Key: key, Value: []byte("v")})
+		cancel()
+		if err != nil {
+			t.Fatalf("write through %s: %v", x.ID, err)
+		}
+		n++
+	}
+	if got := unanswered(); got != 1 {
+		t.Fatalf("%v of %d writes through %s waited out an unanswered forward to %s, want the first one only", got, n, x.ID, first.ID)
 	}
 }

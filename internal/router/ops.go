@@ -378,7 +378,7 @@ func (r *Router) retryForward(ctx context.Context, addr string, err error, deadl
 	if err == nil || !(unavailable(err) || notHosted(err)) {
 		return false
 	}
-	r.markUnanswered(addr)
+	r.markUnanswered(addr, err)
 	return hopsIn(ctx) == 0 && retryBefore(ctx, deadline)
 }
 

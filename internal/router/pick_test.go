@@ -15,11 +15,11 @@ func TestPickReplicaSkipsUnanswered(t *testing.T) {
 	if got := r.pickReplica(reps, 0); got != "a:2" {
 		t.Fatalf("picked %s, want the first replica", got)
 	}
-	r.markUnanswered("a:2")
+	r.markUnanswered("a:2", ErrPeerUnavailable)
 	if got := r.pickReplica(reps, 0); got != "a:3" {
 		t.Fatalf("picked %s after a:2 failed, want a:3", got)
 	}
-	r.markUnanswered("a:3")
+	r.markUnanswered("a:3", ErrPeerUnavailable)
 	if got := r.pickReplica(reps, 0); got != "a:2" {
 		t.Fatalf("picked %s with every replica failing, want the first", got)
 	}

@@ -96,22 +96,71 @@ func notHosted(err error) bool {
 // asked only after the other replicas of a shard this node does not hold.
 const unansweredFor = 2 * time.Second
 
-// markUnanswered records that the peer at addr failed a forwarded request.
-func (r *Router) markUnanswered(addr string) {
-	r.unanswered.Store(addr, time.Now().Add(unansweredFor))
+// unansweredMark is what the router remembers of a peer that failed a
+// forwarded request: until when it is asked last, and whether the node
+// itself gave no answer (silent: it could not be reached, or answered
+// neither the request nor a ping), rather than answering that it could
+// not serve the request.
+type unansweredMark struct {
+	until   time.Time
+	silent  bool
+	probing atomic.Bool // a ping is checking whether it answers again
+}
+
+// markUnanswered records that the peer at addr failed a forwarded request
+// with err.
+func (r *Router) markUnanswered(addr string, err error) {
+	r.unanswered.Store(addr, &unansweredMark{until: time.Now().Add(unansweredFor), silent: errors.Is(err, ErrPeerUnavailable)})
 }
 
 // pickReplica returns the first of reps, from reps[start] on, that has
 // not failed a forwarded request lately, else reps[start].
+//
+// A silent node is not asked again once its mark runs out: each request
+// sent to a node that stays silent (stopped with SIGSTOP, or behind a
+// link that drops its packets) would wait out a probe (2 s) before it is
+// routed again, and every node would send it one such request every
+// couple of seconds for as long as it stays silent. It is pinged instead
+// (pingSilent), and asked again once it answers.
 func (r *Router) pickReplica(reps []catalog.Node, start int) string {
 	now := time.Now()
 	for i := range reps {
 		n := reps[(start+i)%len(reps)]
-		if until, ok := r.unanswered.Load(n.PeerAddr); !ok || now.After(until.(time.Time)) {
+		v, ok := r.unanswered.Load(n.PeerAddr)
+		if !ok {
 			return n.PeerAddr
 		}
+		m := v.(*unansweredMark)
+		if now.Before(m.until) {
+			continue
+		}
+		if m.silent {
+			r.pingSilent(n.PeerAddr, m)
+			continue
+		}
+		return n.PeerAddr
 	}
 	return reps[start].PeerAddr
+}
+
+// pingSilent pings the silent node at addr, once at a time, in the
+// background: if it answers, it is asked again; if not, it stays marked.
+func (r *Router) pingSilent(addr string, m *unansweredMark) {
+	if !m.probing.CompareAndSwap(false, true) {
+		return
+	}
+	if r.pool == nil {
+		r.unanswered.CompareAndDelete(addr, m)
+		return
+	}
+	go func() {
+		err := r.ping(context.Background(), addr)
+		if err == nil {
+			r.unanswered.CompareAndDelete(addr, m)
+			return
+		}
+		r.unanswered.CompareAndSwap(addr, m, &unansweredMark{until: time.Now().Add(unansweredFor), silent: true})
+	}()
 }
 
 // A link that stopped carrying packets (a cable pulled, a network
@@ -227,13 +276,16 @@ func (r *Router) leaderTarget(ctx context.Context, sh placement.Shard) (*shard.G
 			if addr := g.LeaderAddr(); addr != "" {
 				return nil, addr, nil
 			}
-			if hopsIn(ctx) == 0 && time.Since(start) >= leaderlessAsk {
+			if hopsIn(ctx) == 0 && (time.Since(start) >= leaderlessAsk || g.LeaderlessFor() >= leaderlessAsk) {
 				// This replica knows no leader for a while. While the
 				// shard elects one, every replica waits alike; but a
 				// replica cut off from a leader the others still reach
 				// (a link between two nodes down, no node isolated)
 				// knows none as long as the cut lasts: ask another
 				// replica, which forwards to its leader or waits there.
+				// A replica that has heard from no leader for that long
+				// already asks at once: each request through it would
+				// otherwise wait the second again.
 				if others := r.otherReplicas(sh); len(others) > 0 {
 					return nil, r.pickReplica(others, 0), nil
 				}
@@ -285,7 +337,7 @@ func (r *Router) OnLeader(ctx context.Context, sh placement.Shard, local func(*s
 			// The node we forwarded to may have just lost the leadership
 			// (an election, a leadership transfer), or died: ask again.
 			if unavailable(err) {
-				r.markUnanswered(addr)
+				r.markUnanswered(addr, err)
 			}
 			if !unavailable(err) || hopsIn(ctx) > 0 || !retryBefore(ctx, deadline) {
 				return err

@@ -544,6 +544,16 @@ func (g *Group) LeaderAddr() string {
 	return string(addr)
 }
 
+// LeaderlessFor returns how long this replica has known no leader and
+// heard from none (the longest duration if it never has); 0 while it
+// knows one.
+func (g *Group) LeaderlessFor() time.Duration {
+	if g.LeaderAddr() != "" || g.IsLeader() {
+		return 0
+	}
+	return time.Since(g.raft.LastContact())
+}
+
 // Raft exposes the group's raft node for configuration changes.
 func (g *Group) Raft() *raft.Raft { return g.raft }
 
