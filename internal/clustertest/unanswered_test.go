@@ -116,6 +116,31 @@ func TestReplicaCutFromItsLeaderAsksAnother(t *testing.T) {
 		}
 	}
 	t.Logf("10 writes and 10 STRONG reads through %s: %v", follower.ID, time.Since(start).Round(time.Millisecond))
+
+	// A CAUSAL read in the session of a write the cut replica does not
+	// hold: the replica cannot reach the floor while the cut lasts, so it
+	// hands the read to another replica. It waited for LeaderWait and
+	// failed (ErrCausalWait).
+	cctx, ccancel := context.WithTimeout(ctx, 12*time.Second)
+	defer ccancel()
+	start = time.Now()
+	var tok []byte
+	for i := 0; i < 5; i++ {
+		val := fmt.Sprint("c", i)
+		pr, err := follower.KV.Put(cctx, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Session: tok}, Key: key, Value: []byte(val)})
+		if err != nil {
+			t.Fatalf("write %d of 5 in a session through %s: %v", i, follower.ID, err)
+		}
+		gr, err := follower.KV.Get(cctx, &kvv1.GetRequest{Header: &kvv1.RequestHeader{Session: pr.Header.Session}, Key: key})
+		if err != nil {
+			t.Fatalf("CAUSAL read %d of 5 of the session's write through %s, cut from the leader, after %v: %v", i, follower.ID, time.Since(start).Round(time.Millisecond), err)
+		}
+		if string(gr.Value) != val {
+			t.Fatalf("CAUSAL read %d through %s: %q, want the session's write %q", i, follower.ID, gr.Value, val)
+		}
+		tok = gr.Header.Session
+	}
+	t.Logf("5 writes and 5 CAUSAL reads of them in one session through %s: %v", follower.ID, time.Since(start).Round(time.Millisecond))
 }
 
 // TestSilentReplicaIsNotAskedAgainWhileSilent: as in

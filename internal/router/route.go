@@ -597,6 +597,19 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 			r.metrics.floorWaits.Inc()
 			r.metrics.forwarded.Inc()
 			return nil, g.LeaderAddr(), nil
+		case !g.IsLeader() && hopsIn(ctx) == 0 && g.LeaderlessFor() >= leaderlessAsk:
+			// A replica that has heard from no leader for a second may be
+			// cut off from a leader the others still reach (its floor
+			// would come only after the cut heals): another replica
+			// serves the read, or forwards it to its leader.
+			if others := r.otherReplicas(sh); len(others) > 0 {
+				r.metrics.floorWaitSec.WithLabelValues("forwarded").Observe(time.Since(start).Seconds())
+				r.metrics.forwarded.Inc()
+				return nil, r.pickReplica(others, 0), nil
+			}
+			if retryBefore(ctx, deadline) {
+				continue
+			}
 		case !g.IsLeader() && retryBefore(ctx, deadline):
 			continue
 		}
