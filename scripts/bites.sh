@@ -68,6 +68,7 @@ BITES=(
   "restart-grace|./internal/clustertest|^TestWholeSiteRestartKeepsTheLateNode\$"
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
+  "wal-last-write|./internal/wal|^TestZeroedSectorBeforeTheLastWriteIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"

@@ -247,6 +247,11 @@ const (
 	// the node starts, and its site takes it for the live node's
 	// replacement and drops the live node from the cluster configuration.
 	PeerAddressInUse
+	// WALLastWrite refuses a write-ahead log whose zeroed sectors valid
+	// records follow further than one write makes durable (internal/wal,
+	// checkTail); off, they are taken for lost sectors of the interrupted
+	// last write, and every acknowledged record after them is cut off.
+	WALLastWrite
 )
 
 var names = map[Guard]string{
@@ -291,6 +296,7 @@ var names = map[Guard]string{
 	RestartGrace:         "restart-grace",
 	ClockAhead:           "clock-ahead",
 	WALLength:            "wal-length",
+	WALLastWrite:         "wal-last-write",
 	LeaderHandOff:        "leader-hand-off",
 	RemoveReachable:      "remove-reachable",
 	SiteGone:             "site-gone",
@@ -308,7 +314,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

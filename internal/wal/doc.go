@@ -24,7 +24,9 @@
 // Open replays every segment. Only the last write can be incomplete
 // (tail.go): damage at the end of the last segment with nothing valid
 // after it, or zeroed sectors of that last write, is an interrupted write
-// and is cut off with a warning. Damage that a valid record follows, in
+// and is cut off with a warning. One fdatasync covers at most 1 MiB of
+// records (a larger record alone), so zeroed sectors that valid records
+// follow further than that are not part of the last write: ErrCorrupt. Damage that a valid record follows, in
 // the same segment or a later one, fails Open with ErrCorrupt naming the
 // segment and the offset. What follows the last good record of the last
 // segment is overwritten with zeros, so nothing stale can follow the

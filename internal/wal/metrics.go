@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer, w *WAL) *metrics {
 		}),
 		fsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "wal", Name: "fsync_seconds",
-			Help:    "Time spent in fdatasync per group commit.",
+			Help:    "Time spent in one fdatasync of the log: one per group commit, several for a group commit of more than 1 MiB.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
 		}),
 		batchEntries: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // What may follow the records of a segment.
@@ -18,6 +20,14 @@ import (
 // the sectors of one write in any order, some sectors of the last write
 // lost (zeros) and later ones intact.
 //
+// The last write is also bounded: the committer makes at most
+// maxWriteBytes durable with one fdatasync (writeRecords), cut at record
+// boundaries, and writes a larger record alone. So the valid records that
+// follow lost sectors of the last write end at most maxWriteBytes after
+// the first damaged byte (a lone larger record has no valid record after
+// its damage); zeroed sectors that valid records follow further than that
+// are not part of the last write.
+//
 // Anything else (a damaged record, or an end of records, followed by
 // valid records) is corruption: cutting the log there would silently drop
 // acknowledged entries. checkTail and checkClean tell the two apart.
@@ -26,16 +36,29 @@ import (
 // interrupted write is at least one aligned, zeroed sector.
 const sectorSize = 512
 
+// maxWriteBytes bounds the records one fdatasync makes durable
+// (writeRecords), a single larger record excepted. Open takes it as the
+// largest possible last write (checkTail): lowering it would make Open
+// refuse the torn last write of a log written with the larger bound.
+const maxWriteBytes = 1 << 20
+
 // checkTail is called for the last segment (size bytes, read through r)
 // whose good records end at end, followed by damage or an end marker. It
 // returns nil when the damage can be an interrupted last write: nothing
 // valid follows it, or every stretch of damage before a valid record
 // overlaps an aligned sector of zeros (lost sectors of that write); then
 // dropped is the offset of the first valid record cut off with it, or -1.
-// It returns an error describing the damage otherwise.
+// It returns an error describing the damage otherwise, also when valid
+// records follow the damage further than one write holds (maxWriteBytes).
 func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
 	dropped = -1
 	d := end
+	beyond := func(at int64) error {
+		if at-end <= maxWriteBytes || guards.Off(guards.WALLastWrite) {
+			return nil
+		}
+		return fmt.Errorf("valid records follow up to offset %d, %d bytes past the damage, more than the %d bytes one write makes durable, so this is not an interrupted write", at, at-end, maxWriteBytes)
+	}
 	for {
 		p, err := nextValid(r, d+1, size)
 		if err != nil || p < 0 {
@@ -55,6 +78,9 @@ func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
 		// part of the same write: records, or more lost sectors.
 		next, tail, err := scan(io.NewSectionReader(r, p, size-p), p, size-p, func(int64, int, record) {})
 		if err != nil {
+			return dropped, err
+		}
+		if err := beyond(next); err != nil {
 			return dropped, err
 		}
 		if tail == nil && next >= size {

@@ -75,8 +75,10 @@ type Config struct {
 	// one, so that the oldest can be removed. It bounds the disk used by
 	// groups that stop writing while their entries pin old segments.
 	MaxSegments int
-	// MaxBatchBytes bounds the records written by one group commit (one
-	// larger request is still written alone).
+	// MaxBatchBytes bounds the records gathered by one group commit (one
+	// larger request is still written alone). Whatever it is, one
+	// fdatasync covers at most 1 MiB of records (a larger record alone):
+	// a larger group commit is written in several synced pieces.
 	MaxBatchBytes int
 	// NoSync disables every fdatasync, fsync and directory sync. Only for
 	// tests and benchmarks that measure everything but the disk; never in
@@ -776,19 +778,7 @@ func (w *WAL) commit(batch []*request) {
 		return
 	}
 	off := head.size
-	var err error
-	if len(reloc) > 0 {
-		_, err = head.f.WriteAt(reloc, off)
-	}
-	if err == nil {
-		_, err = head.f.WriteAt(buf, off+int64(len(reloc)))
-	}
-	if err == nil && !w.noSync {
-		fs := time.Now()
-		err = head.f.SyncData()
-		w.m.fsyncSeconds.Observe(time.Since(fs).Seconds())
-	}
-	if err != nil {
+	if err := w.writeRecords(head.f, off, reloc, buf); err != nil {
 		w.fail(fmt.Errorf("wal: write: %w", err), batch)
 		return
 	}
@@ -811,6 +801,65 @@ func (w *WAL) commit(batch []*request) {
 		r.done <- nil
 	}
 	w.m.observeBatch(entries, len(buf), time.Since(start))
+}
+
+// writeRecords writes the records of bufs, one after the other, at off
+// in f and makes them durable. One fdatasync covers at most maxWriteBytes
+// of them, cut at a record boundary (a larger record is written and
+// synced alone), so a crash can damage only the last such write, and
+// Open knows how far valid records can follow lost sectors of it
+// (checkTail). A group commit up to maxWriteBytes is one write per
+// buffer and one fdatasync. Committer only.
+func (w *WAL) writeRecords(f vfs.File, off int64, bufs ...[]byte) error {
+	pending := 0 // bytes written since the last fdatasync
+	sync := func() error {
+		pending = 0
+		if w.noSync {
+			return nil
+		}
+		start := time.Now()
+		err := f.SyncData()
+		w.m.fsyncSeconds.Observe(time.Since(start).Seconds())
+		return err
+	}
+	for _, b := range bufs {
+		for len(b) > 0 {
+			n := recordsWithin(b, maxWriteBytes-pending)
+			if n == 0 && pending > 0 {
+				if err := sync(); err != nil {
+					return err
+				}
+				continue
+			}
+			if n == 0 { // one record larger than a write
+				n = headerLen + int(binary.LittleEndian.Uint32(b[4:]))
+			}
+			if _, err := f.WriteAt(b[:n], off); err != nil {
+				return err
+			}
+			off += int64(n)
+			pending += n
+			b = b[n:]
+		}
+	}
+	if pending == 0 {
+		return nil
+	}
+	return sync()
+}
+
+// recordsWithin returns the length of the longest run of whole records at
+// the start of b that fits in limit bytes.
+func recordsWithin(b []byte, limit int) int {
+	n := 0
+	for n+headerLen <= len(b) {
+		next := n + headerLen + int(binary.LittleEndian.Uint32(b[n+4:]))
+		if next > limit {
+			break
+		}
+		n = next
+	}
+	return n
 }
 
 // fail makes a write failure permanent: after a failed write or fdatasync
