@@ -146,7 +146,7 @@ func (c *crashRun) start() *node {
 	cfg.FS = c.fs
 	cfg.BootID = fmt.Sprint("boot-", c.gen) // every restart follows a machine crash
 	cfg.Shard.SnapshotThreshold = 24
-	cfg.Shard.SnapshotInterval = 20 * time.Millisecond
+	cfg.Shard.SnapshotInterval, cfg.Shard.SnapshotCountInterval = 20*time.Millisecond, 20*time.Millisecond
 	cfg.Shard.TrailingLogs = 4
 	cfg.ShutdownGrace = 100 * time.Millisecond
 	c.logs = &warnings{}

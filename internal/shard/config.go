@@ -24,9 +24,12 @@ type Config struct {
 	// last snapshot if it is larger (zero: entries are counted only).
 	// With large values, SnapshotThreshold entries are gigabytes.
 	SnapshotThresholdBytes uint64
-	// SnapshotInterval is how often raft checks SnapshotThreshold and
-	// SnapshotThresholdBytes.
-	SnapshotInterval time.Duration
+	// SnapshotInterval is how often raft checks SnapshotThresholdBytes;
+	// SnapshotCountInterval how often it checks SnapshotThreshold (a
+	// snapshot writes the whole shard: counted entries of a large shard
+	// snapshot it at most this often; zero: at every SnapshotInterval).
+	SnapshotInterval      time.Duration
+	SnapshotCountInterval time.Duration
 	// TrailingLogs is how many log entries are kept after a snapshot so
 	// that slow followers can catch up without one; TrailingBytes bounds
 	// their bytes (zero: no bound).
@@ -113,6 +116,7 @@ func DefaultConfig() Config {
 		SnapshotThreshold:      8192,
 		SnapshotThresholdBytes: 32 << 20,
 		SnapshotInterval:       10 * time.Second,
+		SnapshotCountInterval:  2 * time.Minute,
 		TrailingLogs:           10240,
 		TrailingBytes:          8 << 20,
 		HeartbeatTimeout:       2 * time.Second,

@@ -224,6 +224,7 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotCountInterval = cfg.SnapshotCountInterval
 	rc.TrailingLogs = cfg.TrailingLogs
 	// A log of large entries is snapshotted and compacted by its bytes
 	// (the write-ahead log reports them; third_party/raft/FORK.md).

@@ -258,6 +258,13 @@ type Config struct {
 	// (Causeway's copy, FORK.md.)
 	SnapshotThresholdBytes uint64
 
+	// SnapshotCountInterval, if set, makes the snapshot loop check
+	// SnapshotThreshold (the entry count) at most this often, while it
+	// checks SnapshotThresholdBytes at every SnapshotInterval: a short
+	// SnapshotInterval bounds a log of large entries without snapshotting
+	// a large state more often by count. (Causeway's copy, FORK.md.)
+	SnapshotCountInterval time.Duration
+
 	// TrailingBytes, with a LogStore that implements LogSizer, keeps
 	// after a snapshot only the newest entries that hold at most this
 	// many bytes together (and at most TrailingLogs of them). Zero keeps

@@ -71,11 +71,19 @@ type SnapshotSink interface {
 // new snapshots of the FSM. It runs in parallel to the FSM and
 // main goroutines, so that snapshots do not block normal operation.
 func (r *Raft) runSnapshots() {
+	// The entry count is checked at most every SnapshotCountInterval
+	// (Causeway's copy, FORK.md): the bytes logged are checked at every
+	// SnapshotInterval, the count at the pace it had before.
+	var countChecked time.Time
 	for {
 		select {
 		case <-randomTimeout(r.config().SnapshotInterval):
+			countDue := time.Since(countChecked) >= r.config().SnapshotCountInterval
+			if countDue {
+				countChecked = time.Now()
+			}
 			// Check if we should snapshot
-			if !r.shouldSnapshot() {
+			if !r.shouldSnapshot(countDue) {
 				continue
 			}
 
@@ -104,7 +112,7 @@ func (r *Raft) runSnapshots() {
 
 // shouldSnapshot checks if we meet the conditions to take
 // a new snapshot.
-func (r *Raft) shouldSnapshot() bool {
+func (r *Raft) shouldSnapshot(countDue bool) bool {
 	// Check the last snapshot index
 	lastSnap, _ := r.getLastSnapshot()
 
@@ -118,7 +126,7 @@ func (r *Raft) shouldSnapshot() bool {
 	// Compare the delta to the threshold
 	delta := lastIdx - lastSnap
 	conf := r.config()
-	if delta >= conf.SnapshotThreshold {
+	if countDue && delta >= conf.SnapshotThreshold {
 		return true
 	}
 	// Or the bytes logged since the last snapshot (Causeway's copy,
