@@ -29,6 +29,7 @@ BITES=(
   "session-arrival|./internal/clustertest|^TestSessionMovesBetweenSites\$"
   "session-arrival|./internal/clustertest|^TestSiteRemovalPassesOnTheRemovedSitesWrites\$"
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
+  "txn-fresh|./internal/clustertest|^TestGetTxnWithoutSessionSeesAcknowledgedWrites\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"

@@ -15,10 +15,13 @@ import (
 // writes but lags on another shard must not return a GetTxn mixing the
 // two. One session writes acl (one shard) and then album (another, led by
 // another node); the third node receives nothing from acl's leader, so it
-// holds the new album and the old acl. A GetTxn of both through it must
-// return versions of one snapshot: the old album with the old acl. With
-// the snapshot cut turned off (guards.SnapshotCut, each shard's newest
-// version), it returns the new album with the old acl and the test fails.
+// holds the new album and the old acl. A GetTxn of both through it at the
+// first acl's snapshot must return that acl and no album; one at the snapshot the node picks (no session) must return
+// the new ones, which the site acknowledged before the call (the node
+// hands acl's part to a replica that reaches its leader). With the
+// snapshot cut turned off (guards.SnapshotCut, each shard's newest
+// version), the first returns the new album with the old acl and the
+// test fails.
 func TestGetTxnCutsAtOneSnapshot(t *testing.T) {
 	c := New(t, 3, nil)
 	ctx := ctxT(t, 60*time.Second)
@@ -46,6 +49,7 @@ func TestGetTxnCutsAtOneSnapshot(t *testing.T) {
 		return p
 	}
 	pa := put(nil, acl, "alice,mallory")
+	before := pa.Version.GetHlc() // the old acl, no album yet
 	p := put(pa.Header.Session, album, "public")
 	waitApplied(t, third, shACL, pa.Version.GetHlc())
 	waitApplied(t, third, shAlbum, p.Version.GetHlc())
@@ -55,14 +59,22 @@ func TestGetTxnCutsAtOneSnapshot(t *testing.T) {
 	p = put(p.Header.Session, album, "public,private")
 	waitApplied(t, third, shAlbum, p.Version.GetHlc())
 
-	resp, err := third.KV.GetTxn(ctx, &kvv1.GetTxnRequest{Keys: [][]byte{acl, album}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := string(resp.Items[0].Value), string(resp.Items[1].Value)
-	t.Logf("GetTxn through %s (cut from acl's leader %s): acl %q, album %q, snapshot %d", third.ID, la.ID, a, b, resp.SnapshotHlc)
-	if b == "public,private" && a == "alice,mallory" {
-		t.Fatalf("GetTxn through %s returned the new album %q with the old acl %q: not one snapshot", third.ID, b, a)
+	for _, at := range []uint64{before, 0} {
+		resp, err := third.KV.GetTxn(ctx, &kvv1.GetTxnRequest{Keys: [][]byte{acl, album}, SnapshotHlc: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := string(resp.Items[0].Value), string(resp.Items[1].Value)
+		t.Logf("GetTxn through %s (cut from acl's leader %s) at snapshot %d: acl %q, album %q, snapshot %d", third.ID, la.ID, at, a, b, resp.SnapshotHlc)
+		if b == "public,private" && a == "alice,mallory" {
+			t.Fatalf("GetTxn through %s returned the new album %q with the old acl %q: not one snapshot", third.ID, b, a)
+		}
+		if at != 0 && (a != "alice,mallory" || resp.Items[1].Found) {
+			t.Fatalf("GetTxn at snapshot %d (the first acl's) returned acl %q, album %q (found %v): want the first acl and no album", at, a, b, resp.Items[1].Found)
+		}
+		if at == 0 && (a != "alice" || b != "public,private") {
+			t.Fatalf("GetTxn without a session after the writes were acknowledged returned acl %q, album %q: want the new ones", a, b)
+		}
 	}
 }
 

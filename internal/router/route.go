@@ -248,6 +248,40 @@ func (r *Router) otherReplicas(sh placement.Shard) []catalog.Node {
 	return slices.DeleteFunc(slices.Clone(reps), func(n catalog.Node) bool { return string(n.ID) == r.cfg.NodeID })
 }
 
+// closerOf returns where a read this node's replica of sh cannot serve
+// until its leader closes a newer timestamp goes: the leader at
+// leaderAddr, or, while that leader left a forwarded request unanswered
+// or this replica knows no leader (it does not hear from it, though the
+// leader may still lead and reach the other replicas), another replica
+// that answers, which hands the read to the leader from its side
+// (TestGetTxnCutsAtOneSnapshot); else leaderAddr ("" when none is known).
+func (r *Router) closerOf(ctx context.Context, sh placement.Shard, leaderAddr string) string {
+	if hopsIn(ctx) > 0 {
+		// Only the node the client called looks further: a replica a
+		// read was handed to waits for its leader, so that replicas
+		// that all lost the leader do not hand the read round.
+		return leaderAddr
+	}
+	answering := func(addr string) bool {
+		v, ok := r.unanswered.Load(addr)
+		if !ok {
+			return true
+		}
+		m := v.(*unansweredMark)
+		return !m.silent && time.Now().After(m.until)
+	}
+	if leaderAddr != "" && answering(leaderAddr) {
+		return leaderAddr
+	}
+	others := slices.DeleteFunc(r.otherReplicas(sh), func(n catalog.Node) bool { return n.PeerAddr == leaderAddr })
+	if len(others) > 0 {
+		if addr := r.pickReplica(others, rand.IntN(len(others))); answering(addr) {
+			return addr
+		}
+	}
+	return leaderAddr
+}
+
 // routingLoop is ErrRoutingLoop for a request of sh that went from node
 // to node looking for its leader or a replica (want).
 func routingLoop(sh placement.Shard, want string) error {
@@ -558,7 +592,7 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 		case g.LeaderAddr() != "":
 			r.metrics.floorWaits.Inc()
 			r.metrics.forwarded.Inc()
-			return nil, g.LeaderAddr(), nil
+			return nil, r.closerOf(ctx, sh, g.LeaderAddr()), nil
 		}
 	}
 	// A follower that knows no leader (an election is under way) waits for
@@ -592,26 +626,33 @@ func (r *Router) causalTarget(ctx context.Context, sh placement.Shard, floors []
 			return g, "", nil
 		case ctx.Err() != nil:
 			return nil, "", ctx.Err()
-		case !g.IsLeader() && g.LeaderAddr() != "":
-			r.metrics.floorWaitSec.WithLabelValues("forwarded").Observe(time.Since(start).Seconds())
-			r.metrics.floorWaits.Inc()
-			r.metrics.forwarded.Inc()
-			return nil, g.LeaderAddr(), nil
-		case !g.IsLeader() && hopsIn(ctx) == 0 && g.LeaderlessFor() >= leaderlessAsk:
-			// A replica that has heard from no leader for a second may be
-			// cut off from a leader the others still reach (its floor
-			// would come only after the cut heals): another replica
-			// serves the read, or forwards it to its leader.
-			if others := r.otherReplicas(sh); len(others) > 0 {
+		case !g.IsLeader():
+			addr := g.LeaderAddr()
+			if fallback {
+				// A replica that lost its leader (cut off from it) hands
+				// a read that needs a newer close to another replica,
+				// which may still reach the leader.
+				addr = r.closerOf(ctx, sh, addr)
+			}
+			if addr == "" && hopsIn(ctx) == 0 && g.LeaderlessFor() >= leaderlessAsk {
+				// A replica that has heard from no leader for a second
+				// may be cut off from a leader the others still reach
+				// (its floor would come only after the cut heals):
+				// another replica serves the read, or forwards it to its
+				// leader.
+				if others := r.otherReplicas(sh); len(others) > 0 {
+					addr = r.pickReplica(others, 0)
+				}
+			}
+			if addr != "" {
 				r.metrics.floorWaitSec.WithLabelValues("forwarded").Observe(time.Since(start).Seconds())
+				r.metrics.floorWaits.Inc()
 				r.metrics.forwarded.Inc()
-				return nil, r.pickReplica(others, 0), nil
+				return nil, addr, nil
 			}
 			if retryBefore(ctx, deadline) {
 				continue
 			}
-		case !g.IsLeader() && retryBefore(ctx, deadline):
-			continue
 		}
 		r.metrics.floorWaitSec.WithLabelValues("timeout").Observe(time.Since(start).Seconds())
 		return nil, "", fmt.Errorf("%w: %s needs %s", ErrCausalWait, sh, floorString(missing))

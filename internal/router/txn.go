@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
@@ -30,9 +31,9 @@ import (
 // The snapshot is at least the session's MaxHLC and PastHLC, so it holds
 // the session's own writes and the causal past of everything it read (a
 // version of another site raises PastHLC to its stamp, see
-// Call.ObserveStamp). A fresher one is taken when this node's replicas of
-// the shards read are all past it, so that no replica has to wait. at is
-// the snapshot of a part forwarded by another node (0: choose).
+// Call.ObserveStamp), and at least what the site had acknowledged when
+// the call arrived (freshSnapshot). at is the snapshot of a part
+// forwarded by another node, or one the client asked for (0: choose).
 func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) ([]*kvv1.KeyValue, uint64, error) {
 	type part struct {
 		sh   placement.Shard
@@ -68,22 +69,11 @@ func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) 
 	}
 	snap := at
 	if snap == 0 {
-		snap = max(c.Session.MaxHLC, c.Session.PastHLC)
-		fresh := uint64(0)
+		shards := make([]placement.Shard, len(parts))
 		for i, p := range parts {
-			g := r.Local(p.sh)
-			if g == nil {
-				fresh = 0
-				break
-			}
-			if h := g.MaxHLC(); i == 0 || h < fresh {
-				fresh = h
-			}
+			shards[i] = p.sh
 		}
-		snap = max(snap, fresh)
-		if snap == 0 {
-			snap = r.clock.Now()
-		}
+		snap = r.freshSnapshot(c, shards)
 	}
 	out := make([]*kvv1.KeyValue, len(keys))
 	for _, p := range parts {
@@ -102,6 +92,45 @@ func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) 
 		}
 	}
 	return out, snap, nil
+}
+
+// freshSnapshot picks the snapshot of a GetTxn this node serves: the
+// present, as far as this site can have stamped anything by now. That is
+// the end of the current millisecond of this node's clock (a write
+// acknowledged before the call was stamped by a leader whose wall clock
+// read no later, given clocks in step), its HLC (which observed the
+// writes this node proposed), the newest HLC of its replicas of the
+// shards read (the writes they applied), and the session's MaxHLC and
+// PastHLC (its own writes and the causal past of what it read). A shard
+// that is idle is not behind: its leader closes the snapshot (one raft
+// round) and the cadence that starts keeps the next GetTxns' waits short.
+// (Taking the smallest newest HLC of the replicas instead answered from
+// an idle shard's last write, and missed every later write of the other
+// shards for as long as it stayed idle.)
+func (r *Router) freshSnapshot(c *Call, shards []placement.Shard) uint64 {
+	wall, _ := causal.SplitHLC(r.clock.Physical())
+	snap := max(c.Session.MaxHLC, c.Session.PastHLC, r.clock.Now(), causal.MakeHLC(wall, math.MaxUint16))
+	if guards.Off(guards.TxnFresh) {
+		// Test-only: the smallest newest HLC of this node's replicas.
+		snap = max(c.Session.MaxHLC, c.Session.PastHLC)
+		fresh, first := uint64(0), true
+		for _, sh := range shards {
+			g := r.Local(sh)
+			if g == nil {
+				return max(snap, r.clock.Now())
+			}
+			if h := g.MaxHLC(); first || h < fresh {
+				fresh, first = h, false
+			}
+		}
+		return max(snap, fresh)
+	}
+	for _, sh := range shards {
+		if g := r.Local(sh); g != nil {
+			snap = max(snap, g.MaxHLC())
+		}
+	}
+	return snap
 }
 
 // snapshotShard reads keys of sh at snapshot snap, here or on the node
