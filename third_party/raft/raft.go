@@ -140,6 +140,9 @@ func (r *Raft) run() {
 		case <-r.shutdownCh:
 			// Clear the leader to prevent forwarding
 			r.setLeader("", "")
+			// Causeway's copy (FORK.md): answer a transfer that was
+			// queued but not taken up, or its caller waits forever.
+			r.drainLeadershipTransfers()
 			return
 		default:
 		}
@@ -2282,13 +2285,37 @@ func (r *Raft) initiateLeadershipTransfer(id *ServerID, address *ServerAddress) 
 		return future
 	}
 
+	// Causeway's copy (FORK.md): queued under the shutdown lock, so that
+	// no transfer is queued after run() drained the channel on shutdown
+	// (a select between the closed shutdownCh and a free slot in the
+	// channel picked either, and a future queued then was never answered).
+	r.shutdownLock.Lock()
+	defer r.shutdownLock.Unlock()
+	if r.shutdown {
+		return errorFuture{ErrRaftShutdown}
+	}
 	select {
 	case r.leadershipTransferCh <- future:
 		return future
-	case <-r.shutdownCh:
-		return errorFuture{ErrRaftShutdown}
 	default:
 		return errorFuture{ErrEnqueueTimeout}
+	}
+}
+
+// drainLeadershipTransfers answers every queued leadership transfer with
+// ErrRaftShutdown. run() calls it once shutdownCh is closed; after that no
+// transfer is queued (initiateLeadershipTransfer checks r.shutdown under
+// shutdownLock).
+func (r *Raft) drainLeadershipTransfers() {
+	r.shutdownLock.Lock()
+	defer r.shutdownLock.Unlock()
+	for {
+		select {
+		case f := <-r.leadershipTransferCh:
+			f.respond(ErrRaftShutdown)
+		default:
+			return
+		}
 	}
 }
 
