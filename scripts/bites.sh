@@ -30,6 +30,7 @@ BITES=(
   "session-arrival|./internal/clustertest|^TestSiteRemovalPassesOnTheRemovedSitesWrites\$"
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "txn-fresh|./internal/clustertest|^TestGetTxnWithoutSessionSeesAcknowledgedWrites\$"
+  "raft-db-fail-stop|./internal/server|^TestFailedRaftDBWriteStopsTheNode\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"

@@ -235,6 +235,10 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	// A group whose only voter is this node elects at once
 	// (third_party/raft/FORK.md).
 	rc.SoleVoterElectsAtOnce = true
+	// A term that cannot be saved in raft.db (a full or failing disk) is
+	// no panic (third_party/raft/FORK.md): raft.db's failed commit stops
+	// the node (storage.DB.WriteFailed).
+	rc.TermSaveFailed = func(error) {}
 	snapDir := filepath.Join(cfg.SnapshotDir, GroupName)
 	store := deps.LogDB.RaftStore(GroupName)
 	c.store = store

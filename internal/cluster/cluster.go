@@ -162,6 +162,10 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	// A group whose only voter is this node elects at once
 	// (third_party/raft/FORK.md).
 	rc.SoleVoterElectsAtOnce = true
+	// A term that cannot be saved in raft.db (a full or failing disk) is
+	// no panic (third_party/raft/FORK.md): raft.db's failed commit stops
+	// the node (storage.DB.WriteFailed).
+	rc.TermSaveFailed = func(error) {}
 	rc.LocalID = ServerID(opts.Self.Site, opts.Self.ID)
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout

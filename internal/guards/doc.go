@@ -258,6 +258,12 @@ const (
 	// HLC of the node's replicas of the shards read, which an idle shard
 	// holds back.
 	TxnFresh
+	// RaftDBFailStop stops the node when a commit of raft.db, where raft
+	// saves its terms and votes, fails to write or sync the file
+	// (storage.DB.WriteFailed); off, the failure goes unnoticed, and a
+	// shard replica that cannot save a newer term stays in its group
+	// unable to follow that term's leader.
+	RaftDBFailStop
 )
 
 var names = map[Guard]string{
@@ -309,6 +315,7 @@ var names = map[Guard]string{
 	LogHold:              "log-hold",
 	PeerAddressInUse:     "peer-address-in-use",
 	TxnFresh:             "txn-fresh",
+	RaftDBFailStop:       "raft-db-fail-stop",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -321,7 +328,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

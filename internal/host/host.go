@@ -366,9 +366,16 @@ func (h *Host) openWith(s placement.Shard, reps []placement.Replica, gen uint64,
 	}
 	d := h.deps.Base
 	d.DB, d.LogDB, d.NodeID, d.Transport = h.deps.DB, h.deps.LogDB, h.deps.NodeID, trans
-	// A shard whose only replica is this node is created here; any other
-	// new replica is empty until the shard's leader adds it.
-	d.Bootstrap = len(reps) == 1 && reps[0].Node == placement.NodeID(h.deps.NodeID) && reps[0].Voter
+	// A shard whose only voter is this node is created here (if this
+	// node holds no state of it: shard.Open); any other new replica is
+	// empty until the shard's leader adds it. Learners beside the only
+	// voter do not count: the catalog places them on a new shard once it
+	// created the shard's replica on one node, whether or not that node
+	// bootstrapped it, and a node that stopped first (a full disk) still
+	// has to when it starts again, or the shard never gets a leader
+	// (TestShardsOfANodeStoppedBeforeTheirBootstrapGetLeaders,
+	// internal/clustertest).
+	d.Bootstrap = soleVoter(reps, placement.NodeID(h.deps.NodeID))
 	if d.Bootstrap {
 		d.ConfirmBootstrap = func() error { return h.confirmBootstrap(s) }
 	}

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	adminv1 "github.com/causeway-db/causeway/api/proto/admin/v1"
 	kvv1 "github.com/causeway-db/causeway/api/proto/kv/v1"
 	"github.com/causeway-db/causeway/internal/poll"
 	"github.com/causeway-db/causeway/internal/storage"
@@ -343,4 +348,61 @@ func walFaultConfig(t *testing.T, pred errorfs.Predicate) (Config, *vfs.MemFS, *
 	cfg.FS = errorfs.Wrap(mem, tog)
 	cfg.BootID = "boot-1"
 	return cfg, mem, tog
+}
+
+// TestFailedRaftDBWriteStopsTheNode: raft.db, where raft saves its terms
+// and votes, cannot be written any more (as on a full disk: the commit
+// fails with ENOSPC) when the node must save a term: here the first term
+// of the shards of a keyspace created meanwhile. Run returns the error,
+// which names raft.db and says the file system is full, the node is not
+// ready, and a restart on the same data directory, the disk writable
+// again, serves the new keyspace and every acknowledged write. Without
+// the stop, the node ran on without the keyspace's shards, retrying to
+// open them; and before that, hashicorp/raft panicked when it could not
+// save a term (raft.Config.TermSaveFailed, third_party/raft/FORK.md).
+// Guard raft-db-fail-stop.
+func TestFailedRaftDBWriteStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 2
+	n := start(t, cfg)
+	ran := make(chan error, 1)
+	go func() { ran <- n.srv.Run(context.Background()) }()
+	n.put(t, "k", "v")
+
+	path := filepath.Join(dir, raftFile)
+	storage.FailWritesForTest(n.srv.logDB, &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC})
+	conn, err := grpc.NewClient(n.srv.ClientAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := adminv1.NewGeoClient(conn).CreateKeyspace(ctx(t), &adminv1.CreateKeyspaceRequest{Name: "orders", Shards: 2, Sites: []string{cfg.Site}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after raft.db could not be written")
+	}
+	t.Logf("Run: %v", err)
+	for _, want := range []string{"raft's terms and votes cannot be saved", path, "no space left on device", "the file system of the data directory " + dir + " is full"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Run returned %v; want it to say %q", err, want)
+		}
+	}
+	if n.srv.Ready() == nil {
+		t.Fatal("a node whose raft.db cannot be written is ready")
+	}
+	n.srv.Stop()
+
+	n2 := start(t, cfg)
+	if g := n2.getStrong(t, "k"); !g.Found || string(g.Value) != "v" {
+		t.Fatalf("acknowledged k after the restart: %v", g)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := n2.kv.Put(c, &kvv1.PutRequest{Header: &kvv1.RequestHeader{Keyspace: "orders"}, Key: []byte("o"), Value: []byte("1")}); err != nil {
+		t.Fatalf("a write to the keyspace created while raft.db failed, after the restart: %v", err)
+	}
 }

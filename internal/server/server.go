@@ -517,6 +517,11 @@ func (s *Server) openStorage() (err error) {
 	// A failed write or sync of the log: etcd exits too. What the file
 	// holds after it is unknown until the next start reads it.
 	s.failWith(s.wal.Failed(), s.walFailure)
+	// A failed commit of raft.db: a raft term or vote it was to save is
+	// not durable, and the group cannot follow a newer term without it.
+	s.failWith(s.logDB.WriteFailed(), func() error {
+		return fmt.Errorf("raft's terms and votes cannot be saved: %w", s.logDB.WriteErr())
+	})
 	if s.logs, err = storage.OpenRaftLogs(s.logDB, s.wal, s.log); err != nil {
 		return err
 	}
@@ -726,6 +731,11 @@ func (s *Server) Ready() error {
 	}
 	if s.wal != nil {
 		if err := s.wal.Err(); err != nil { // before Run has seen it
+			return fmt.Errorf("cannot write: %w", err)
+		}
+	}
+	if s.logDB != nil {
+		if err := s.logDB.WriteErr(); err != nil {
 			return fmt.Errorf("cannot write: %w", err)
 		}
 	}

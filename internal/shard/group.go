@@ -238,6 +238,10 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	// A group whose only voter is this node elects at once
 	// (third_party/raft/FORK.md).
 	rc.SoleVoterElectsAtOnce = true
+	// A term that cannot be saved in raft.db (a full or failing disk)
+	// stops the replica instead of panicking the node
+	// (third_party/raft/FORK.md).
+	rc.TermSaveFailed = func(err error) { g.onFatal(fmt.Errorf("its raft term cannot be saved: %w", err)) }
 
 	snaps, err := snapstore.New(snapstore.Config{Dir: SnapshotDir(cfg, id), Retain: 2, FS: cfg.FS}, g.log)
 	if err != nil {

@@ -376,3 +376,56 @@ func TestMissingStateIsCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedWriteLeavesNoSnapshot: a snapshot whose files cannot be
+// written (a full disk: its directory, state.bin, meta.json or the rename
+// into place fails) fails, is not listed, and leaves nothing behind in
+// the snapshots directory; the next snapshot, once the disk takes writes
+// again, is written and listed as usual.
+func TestFailedWriteLeavesNoSnapshot(t *testing.T) {
+	base := func(name string) errorfs.Predicate {
+		return func(op errorfs.Op) bool { return filepath.Base(op.Path) == name }
+	}
+	kind := func(k errorfs.OpKind, p errorfs.Predicate) errorfs.Predicate {
+		return func(op errorfs.Op) bool { return op.Kind == k && (p == nil || p(op)) }
+	}
+	for _, c := range []struct {
+		name string
+		pred errorfs.Predicate
+	}{
+		{"directory", kind(errorfs.OpMkdir, nil)},
+		{"state create", kind(errorfs.OpCreate, base(stateFile))},
+		{"state write", kind(errorfs.OpWrite, base(stateFile))},
+		{"meta create", kind(errorfs.OpCreate, base(metaFile))},
+		{"meta write", kind(errorfs.OpWrite, base(metaFile))},
+		{"rename", kind(errorfs.OpRename, nil)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			s := open(t, mem, "/d")
+			write(t, s, 10)
+			tog := errorfs.NewToggle(c.pred)
+			tog.On()
+			s.fs = errorfs.Wrap(mem, tog)
+			k, err := s.Create(1, 20, 3, testConf, 2, nil)
+			if err == nil {
+				if _, err = k.Write(state(20)); err != nil {
+					_ = k.Cancel()
+				} else {
+					err = k.Close()
+				}
+			}
+			if !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("a snapshot on a disk that fails its %s: %v", c.name, err)
+			}
+			check(t, s, 10)
+			entries, _ := mem.ReadDir("/d/snapshots")
+			if len(entries) != 1 {
+				t.Fatalf("left behind: %v", entries)
+			}
+			tog.Off()
+			write(t, s, 30)
+			check(t, s, 30, 10)
+		})
+	}
+}

@@ -9,12 +9,15 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/causeway-db/causeway/internal/guards"
 )
 
 // Errors returned by Open and DB methods.
@@ -152,6 +155,47 @@ type DB struct {
 	damaged     chan struct{}
 	damagedOnce sync.Once
 	damagedErr  error
+
+	// writeFailed is closed once a commit outside deferred commits
+	// failed to write or sync the file (noteWriteFailure); writeErr says
+	// why (set before writeFailed is closed).
+	writeFailed     chan struct{}
+	writeFailedOnce sync.Once
+	writeErr        error
+	// writeFault, when set (FailWritesForTest), fails every commit of the
+	// group committer as a full disk would.
+	writeFault atomic.Pointer[error]
+}
+
+// WriteFailed is closed once a commit of the database failed to write or
+// sync its file (a full or failing disk), outside deferred commits: on
+// raft.db, whatever the commit was to save, a raft group's term or vote,
+// is not durable, and raft cannot follow a newer term without saving it.
+// The node stops (WriteErr says why), as it does when its write-ahead log
+// fails. A database with deferred commits fails through Failed instead.
+func (db *DB) WriteFailed() <-chan struct{} { return db.writeFailed }
+
+// WriteErr returns the failed commit that closed WriteFailed, or nil.
+func (db *DB) WriteErr() error {
+	select {
+	case <-db.writeFailed:
+		return db.writeErr
+	default:
+		return nil
+	}
+}
+
+// noteWriteFailure closes WriteFailed with err, the error of a commit
+// that failed to write or sync the file, the first time.
+func (db *DB) noteWriteFailure(err error) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) || guards.Off(guards.RaftDBFailStop) {
+		return
+	}
+	db.writeFailedOnce.Do(func() {
+		db.writeErr = fmt.Errorf("storage: %s cannot be written: %w", db.cfg.Path, err)
+		db.log.Error("a commit of the database failed (a full or failing disk): what it was to save is not durable, and the node must stop", "db", db.cfg.Path, "err", err)
+		close(db.writeFailed)
+	})
 }
 
 // Damaged is closed once a read of this database found a stored version
@@ -268,6 +312,8 @@ func Open(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*DB, erro
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		damaged: make(chan struct{}),
+
+		writeFailed: make(chan struct{}),
 	}
 	db.metrics = newMetrics(reg, b, cfg.Name, &db.reqIdx)
 	if cfg.Derived && cfg.CommitInterval > 0 {
@@ -519,6 +565,9 @@ func (db *DB) commit(batch []*commitReq) {
 				return err
 			}
 		}
+		if fault := db.writeFault.Load(); fault != nil {
+			return *fault
+		}
 		return nil
 	})
 	db.metrics.observeCommit(len(batch), time.Since(start))
@@ -535,6 +584,7 @@ func (db *DB) commit(batch []*commitReq) {
 		if failed < 0 {
 			// The commit itself failed (disk error): everyone gets it.
 			db.log.Error("storage commit failed", "err", err, "batch", len(batch))
+			db.noteWriteFailure(err)
 		}
 		for _, r := range batch {
 			r.done <- err

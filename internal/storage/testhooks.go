@@ -77,3 +77,12 @@ func testData(tx *Tx, id ShardID) (*bolt.Bucket, error) {
 	}
 	return root.Bucket(bucketData), nil
 }
+
+// FailWritesForTest makes every later commit of db's group committer
+// (raft.db: raft's terms and votes) fail with err after its updates ran,
+// as a full or failing disk fails the write of the file: the commit is
+// rolled back, every update in it gets err, and WriteFailed is closed.
+// Only tests may call it (see CorruptForTest).
+func FailWritesForTest(db *DB, err error) {
+	db.writeFault.Store(&err)
+}

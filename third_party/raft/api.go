@@ -606,7 +606,9 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 	r.setState(Follower)
 
 	// Restore the current term and the last log.
-	r.setCurrentTerm(currentTerm)
+	if err := r.setCurrentTerm(currentTerm); err != nil {
+		return nil, err
+	}
 	r.setLastLog(lastLog.Index, lastLog.Term)
 
 	// Attempt to restore a snapshot if there are any.

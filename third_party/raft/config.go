@@ -250,6 +250,16 @@ type Config struct {
 	// (Causeway's copy, FORK.md.)
 	SoleVoterElectsAtOnce bool
 
+	// TermSaveFailed, if set, is called when the current term cannot be
+	// saved in the StableStore (a full or failing disk), instead of
+	// panicking: raft logs the failure, keeps its term and abandons what
+	// needed the new one (an election it would start; an RPC of a newer
+	// term, which it answers with the error). NewRaft and BootstrapCluster
+	// on a live raft return the error. The owner is expected to stop the
+	// raft: it can no longer follow a leader of a newer term. Nil panics,
+	// as released. (Causeway's copy, FORK.md.)
+	TermSaveFailed func(error)
+
 	// SnapshotThresholdBytes, with a LogStore that implements LogSizer,
 	// also takes a snapshot once the entries after the last snapshot
 	// hold at least this many bytes, or the size of the last snapshot if

@@ -299,7 +299,9 @@ func (r *Raft) liveBootstrap(configuration Configuration) error {
 	if err := r.logs.GetLog(1, &entry); err != nil {
 		panic(err)
 	}
-	r.setCurrentTerm(1)
+	if err := r.setCurrentTerm(1); err != nil {
+		return err
+	}
 	r.setLastLog(entry.Index, entry.Term)
 	return r.processConfigurationLogEntry(&entry)
 }
@@ -354,7 +356,7 @@ func (r *Raft) runCandidate() {
 			if preVote.Term > term {
 				r.logger.Debug("pre-vote denied: found newer term, falling back to follower", "term", preVote.Term)
 				r.setState(Follower)
-				r.setCurrentTerm(preVote.Term)
+				_ = r.setCurrentTerm(preVote.Term) // a failure is logged and reported
 				return
 			}
 
@@ -389,7 +391,7 @@ func (r *Raft) runCandidate() {
 			if vote.Term > r.getCurrentTerm() {
 				r.logger.Debug("newer term discovered, fallback to follower", "term", vote.Term)
 				r.setState(Follower)
-				r.setCurrentTerm(vote.Term)
+				_ = r.setCurrentTerm(vote.Term) // a failure is logged and reported
 				return
 			}
 
@@ -1541,7 +1543,10 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	if a.Term > r.getCurrentTerm() || (r.getState() != Follower && !r.candidateFromLeadershipTransfer.Load()) {
 		// Ensure transition to follower
 		r.setState(Follower)
-		r.setCurrentTerm(a.Term)
+		if err := r.setCurrentTerm(a.Term); err != nil {
+			rpcErr = err
+			return
+		}
 		resp.Term = a.Term
 	}
 
@@ -1749,7 +1754,10 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 		// Ensure transition to follower
 		r.logger.Debug("lost leadership because received a requestVote with a newer term")
 		r.setState(Follower)
-		r.setCurrentTerm(req.Term)
+		if err := r.setCurrentTerm(req.Term); err != nil {
+			rpcErr = err
+			return
+		}
 
 		resp.Term = req.Term
 	}
@@ -1927,7 +1935,10 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 	if req.Term > r.getCurrentTerm() {
 		// Ensure transition to follower
 		r.setState(Follower)
-		r.setCurrentTerm(req.Term)
+		if err := r.setCurrentTerm(req.Term); err != nil {
+			rpcErr = err
+			return
+		}
 		resp.Term = req.Term
 	}
 
@@ -2064,7 +2075,11 @@ func (r *Raft) electSelf() <-chan *voteResult {
 	// Increment the term
 	newTerm := r.getCurrentTerm() + 1
 
-	r.setCurrentTerm(newTerm)
+	if err := r.setCurrentTerm(newTerm); err != nil {
+		// Like a vote that cannot be persisted (below): no election
+		// this round.
+		return nil
+	}
 	// Construct the request
 	lastIdx, lastTerm := r.getLastEntry()
 	req := &RequestVoteRequest{
@@ -2222,12 +2237,23 @@ func (r *Raft) persistVote(term uint64, candidate []byte) error {
 }
 
 // setCurrentTerm is used to set the current term in a durable manner.
-func (r *Raft) setCurrentTerm(t uint64) {
+// Causeway's copy (FORK.md): with Config.TermSaveFailed set, a term that
+// cannot be saved returns the error, the term unchanged, and the caller
+// abandons what needed the new term; without it, it panics as released.
+func (r *Raft) setCurrentTerm(t uint64) error {
 	// Persist to disk first
 	if err := r.stable.SetUint64(keyCurrentTerm, t); err != nil {
-		panic(fmt.Errorf("failed to save current term: %v", err))
+		failed := r.config().TermSaveFailed
+		if failed == nil {
+			panic(fmt.Errorf("failed to save current term: %v", err))
+		}
+		err = fmt.Errorf("failed to save current term %d: %w", t, err)
+		r.logger.Error("cannot save the current term; staying in the current one", "term", r.getCurrentTerm(), "error", err)
+		failed(err)
+		return err
 	}
 	r.raftState.setCurrentTerm(t)
+	return nil
 }
 
 // setState is used to update the current state. Any state
