@@ -31,6 +31,7 @@ BITES=(
   "snapshot-cut|./internal/clustertest|^TestGetTxnCutsAtOneSnapshot\$"
   "txn-fresh|./internal/clustertest|^TestGetTxnWithoutSessionSeesAcknowledgedWrites\$"
   "raft-db-fail-stop|./internal/server|^TestFailedRaftDBWriteStopsTheNode\$"
+  "join-gate|./internal/clustertest|^TestJoiningSiteServesNoVersionBeforeItsDependency\$"
   "request-dedupe|./internal/server|^TestRequestIDAppliesOnce\$"
   "commit-push|./internal/transport|^TestCommitPush\$"
   "leader-to-alive|./internal/catalog|^TestLeaderTargetsAreAlive\$"

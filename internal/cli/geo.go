@@ -105,9 +105,34 @@ func (a *app) keyspaceCommand() *cobra.Command {
 }
 
 type jsonKeyspace struct {
-	Name   string   `json:"name"`
-	Shards uint32   `json:"shards"`
-	Sites  []string `json:"sites"`
+	Name   string     `json:"name"`
+	Shards uint32     `json:"shards"`
+	Sites  []string   `json:"sites"`
+	Joins  []jsonJoin `json:"joins,omitempty"`
+}
+
+// jsonJoin is a site's join of a keyspace; the progress is known when the
+// answering node is of that site.
+type jsonJoin struct {
+	Site           string `json:"site"`
+	ConfigVersion  uint64 `json:"config_version"`
+	Known          bool   `json:"progress_known"`
+	Complete       bool   `json:"complete"`
+	ShardsComplete uint32 `json:"shards_complete,omitempty"`
+	Waiting        string `json:"waiting,omitempty"`
+}
+
+// joinLine describes a site's join of keyspace ks for the text output.
+func joinLine(ks string, j *adminv1.KeyspaceJoin) string {
+	line := fmt.Sprintf("keyspace %s: site %s joined at configuration version %d: ", ks, j.GetSite(), j.GetConfigVersion())
+	switch {
+	case !j.GetKnown():
+		return line + fmt.Sprintf("ask a node of site %s for its progress", j.GetSite())
+	case j.GetComplete():
+		return line + "complete"
+	default:
+		return line + fmt.Sprintf("%d of %d shards complete, %s; its reads of the keyspace are refused until all are", j.GetShardsComplete(), j.GetShards(), j.GetWaiting())
+	}
 }
 
 // printKeyspaces prints keyspaces: in JSON an array, or with one an
@@ -116,7 +141,12 @@ func (a *app) printKeyspaces(one bool, kss ...*adminv1.Keyspace) error {
 	if a.json() {
 		out := []jsonKeyspace{}
 		for _, ks := range kss {
-			out = append(out, jsonKeyspace{Name: ks.GetName(), Shards: ks.GetShards(), Sites: append([]string{}, ks.GetSites()...)})
+			jk := jsonKeyspace{Name: ks.GetName(), Shards: ks.GetShards(), Sites: append([]string{}, ks.GetSites()...)}
+			for _, j := range ks.GetJoins() {
+				jk.Joins = append(jk.Joins, jsonJoin{Site: j.GetSite(), ConfigVersion: j.GetConfigVersion(), Known: j.GetKnown(), Complete: j.GetComplete(),
+					ShardsComplete: j.GetShardsComplete(), Waiting: j.GetWaiting()})
+			}
+			out = append(out, jk)
 		}
 		if one && len(out) == 1 {
 			return writeJSON(a.env.Stdout, out[0])
@@ -128,7 +158,15 @@ func (a *app) printKeyspaces(one bool, kss ...*adminv1.Keyspace) error {
 	for _, ks := range kss {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", ks.GetName(), ks.GetShards(), dash(strings.Join(ks.GetSites(), ",")))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, ks := range kss {
+		for _, j := range ks.GetJoins() {
+			fmt.Fprintln(a.env.Stdout, joinLine(ks.GetName(), j))
+		}
+	}
+	return nil
 }
 
 // siteList parses --sites.

@@ -959,6 +959,9 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 		return err
 	}
 	next.Version = l.Index
+	if cmd.Op == OpSetKeyspaceSites {
+		next.stampJoins(cmd.Keyspace.Name, l.Index)
+	}
 	if cmd.Op == OpRemoveSite {
 		r := next.Removed[cmd.Site]
 		r.Version = l.Index

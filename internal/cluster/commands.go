@@ -133,6 +133,7 @@ func (c Config) Clone() Config {
 	}
 	for name, ks := range c.Keyspaces {
 		ks.Sites = append([]string(nil), ks.Sites...)
+		ks.Joined = maps.Clone(ks.Joined)
 		out.Keyspaces[name] = ks
 	}
 	if len(c.Removed) > 0 {
@@ -238,9 +239,38 @@ func (c *Config) setKeyspaceSites(name string, sites []string) error {
 	if err := c.checkSites(name, sites); err != nil {
 		return err
 	}
+	// A site added now joins a keyspace that holds data elsewhere: it is
+	// recorded, with version 0 until the caller stamps the change's
+	// version (stampJoins). A site that leaves forgets its join.
+	for site := range ks.Joined {
+		if !slices.Contains(sites, site) {
+			delete(ks.Joined, site)
+		}
+	}
+	for _, site := range sites {
+		if !slices.Contains(ks.Sites, site) {
+			if ks.Joined == nil {
+				ks.Joined = map[string]uint64{}
+			}
+			ks.Joined[site] = 0
+		}
+	}
+	if len(ks.Joined) == 0 {
+		ks.Joined = nil
+	}
 	ks.Sites = append([]string(nil), sites...)
 	c.Keyspaces[name] = ks
 	return nil
+}
+
+// stampJoins gives the joins a change of keyspace name's sites recorded
+// (version 0) the configuration version of that change.
+func (c *Config) stampJoins(name string, version uint64) {
+	for site, v := range c.Keyspaces[name].Joined {
+		if v == 0 {
+			c.Keyspaces[name].Joined[site] = version
+		}
+	}
 }
 
 // removeSite removes site from the cluster for good: from the sites, from
@@ -271,6 +301,10 @@ func (c *Config) removeSite(site string) error {
 	for name, ks := range c.Keyspaces {
 		if i := slices.Index(ks.Sites, site); i >= 0 {
 			ks.Sites = slices.Delete(slices.Clone(ks.Sites), i, i+1)
+			delete(ks.Joined, site)
+			if len(ks.Joined) == 0 {
+				ks.Joined = nil
+			}
 			c.Keyspaces[name] = ks
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestApply(t *testing.T) {
@@ -291,5 +293,69 @@ func TestApplyRemoveSite(t *testing.T) {
 	}
 	if len(back.Removed) != 2 || back.Removed["s3"].Incarnation != 12 {
 		t.Fatalf("decoded removed sites: %+v", back.Removed)
+	}
+}
+
+// TestSetKeyspaceSitesRecordsJoins: a site added to a keyspace after its
+// creation is recorded with the configuration version of the change that
+// added it (the raft index of its entry); a site of the keyspace's
+// creation is not; a site that leaves forgets its join, and one added back
+// joins again at the later version. Removing a site from the cluster
+// drops its joins too, and a clone does not share them.
+func TestSetKeyspaceSitesRecordsJoins(t *testing.T) {
+	f := &fsm{cfg: Config{Sites: map[string]Site{}, Keyspaces: map[string]Keyspace{}}, onChange: func(Config) {}}
+	index := uint64(0)
+	apply := func(cmd Command) {
+		t.Helper()
+		b, err := encodeCommand(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index += 10
+		if err, ok := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: b}).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	for i, site := range []string{"s1", "s2", "s3", "s4"} {
+		apply(Command{Op: OpAddNode, Node: &Node{ID: "n1", Site: site, PeerAddr: site + ":1"}, DefaultShards: 4, ClusterID: 7, Incarnation: uint64(10 + i)})
+	}
+	apply(Command{Op: OpCreateKeyspace, Keyspace: &Keyspace{Name: "ks", Shards: 2, Sites: []string{"s1", "s2"}}})
+	if j := f.config().Keyspaces["ks"].Joined; j != nil {
+		t.Fatalf("joins at creation: %v", j)
+	}
+	apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "ks", Sites: []string{"s1", "s2", "s3"}}})
+	added := index
+	if j := f.config().Keyspaces["ks"].Joined; len(j) != 1 || j["s3"] != added {
+		t.Fatalf("joins after adding s3 at %d: %v", added, j)
+	}
+	// A new order of the same sites adds nobody.
+	apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "ks", Sites: []string{"s3", "s1", "s2"}}})
+	if j := f.config().Keyspaces["ks"].Joined; len(j) != 1 || j["s3"] != added {
+		t.Fatalf("joins after a new order: %v", j)
+	}
+	clone := f.config()
+	apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "ks", Sites: []string{"s1", "s2"}}})
+	if j := f.config().Keyspaces["ks"].Joined; j != nil {
+		t.Fatalf("joins after s3 left: %v", j)
+	}
+	if j := clone.Keyspaces["ks"].Joined; j["s3"] != added {
+		t.Fatalf("a later change modified an earlier configuration's joins: %v", j)
+	}
+	apply(Command{Op: OpSetKeyspaceSites, Keyspace: &Keyspace{Name: "ks", Sites: []string{"s1", "s2", "s3", "s4"}}})
+	again := index
+	if j := f.config().Keyspaces["ks"].Joined; len(j) != 2 || j["s3"] != again || j["s4"] != again {
+		t.Fatalf("joins after s3 and s4 were added at %d: %v", again, j)
+	}
+	apply(Command{Op: OpRemoveSite, Site: "s4"})
+	if j := f.config().Keyspaces["ks"].Joined; len(j) != 1 || j["s3"] != again {
+		t.Fatalf("joins after s4 left the cluster: %v", j)
+	}
+	b, err := EncodeConfig(f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := decodeConfig(b)
+	if err != nil || back.Keyspaces["ks"].Joined["s3"] != again {
+		t.Fatalf("joins through the encoding: %v %v", back.Keyspaces["ks"].Joined, err)
 	}
 }

@@ -38,6 +38,12 @@ type Keyspace struct {
 	Name   string   `json:"name"`
 	Shards uint32   `json:"shards"`
 	Sites  []string `json:"sites"`
+	// Joined records, for each site added to the keyspace after its
+	// creation (set-sites), the configuration version of the change that
+	// added it. Such a site serves no read of the keyspace until every
+	// shard has the join repair of every site it needs (docs/adr/019). A
+	// site that leaves the keyspace leaves it.
+	Joined map[string]uint64 `json:"joined,omitempty"`
 }
 
 // Config is the cluster-wide configuration. Every node holds a copy; the

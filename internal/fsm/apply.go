@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/proto"
 
@@ -371,6 +372,17 @@ func applyRepair(s *storage.ShardTx, r *peerv1.RepairRecords, st *state) (Result
 			return Result{}, err
 		}
 		st.setOrigin(m.Origin, p)
+	}
+	if r.JoinFrom != "" && r.JoinVersion > st.joinMarks[r.JoinFrom] {
+		// The last command of a site's join repair of the shard: what it
+		// sent applied above, in this command or before it.
+		if err := s.SetJoinMark(r.JoinFrom, r.JoinVersion); err != nil {
+			return Result{}, err
+		}
+		marks := make(map[string]uint64, len(st.joinMarks)+1)
+		maps.Copy(marks, st.joinMarks)
+		marks[r.JoinFrom] = r.JoinVersion
+		st.joinMarks = marks
 	}
 	return res, nil
 }

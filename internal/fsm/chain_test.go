@@ -197,3 +197,43 @@ func TestRepairRecords(t *testing.T) {
 	}
 	_ = causal.Version{}
 }
+
+// TestRepairJoinMarks: the last command of a site's join repair marks the
+// shard (docs/adr/019); the mark is kept in the shard's state, so a
+// replica opened again on it has it, and an older join's mark does not
+// replace a newer one.
+func TestRepairJoinMarks(t *testing.T) {
+	db := openDB(t, "j.db")
+	f, _ := newFSM(t, db)
+	idx := uint64(0)
+	apply := func(cmd *peerv1.Command) Result {
+		t.Helper()
+		idx++
+		return f.ApplyBatch([]*raft.Log{logOf(t, idx, cmd)})[0].(Result)
+	}
+	repair := func(from string, version uint64, recs ...*peerv1.RepairRecord) *peerv1.Command {
+		return &peerv1.Command{Op: &peerv1.Command_Repair{Repair: &peerv1.RepairRecords{Records: recs, JoinFrom: from, JoinVersion: version}}}
+	}
+	if r := apply(repair("", 0, &peerv1.RepairRecord{Key: []byte("a"), Value: []byte("a"), Hlc: 500, Site: "s2"})); r.Err != nil {
+		t.Fatalf("repair: %+v", r)
+	}
+	if m := f.Geo().JoinMarks; len(m) != 0 {
+		t.Fatalf("a repair without a join mark marked %v", m)
+	}
+	before := f.Geo().JoinMarks
+	if r := apply(repair("s2", 7)); r.Err != nil {
+		t.Fatalf("join mark: %+v", r)
+	}
+	apply(repair("s3", 9))
+	apply(repair("s2", 5))
+	if m := f.Geo().JoinMarks; m["s2"] != 7 || m["s3"] != 9 || len(m) != 2 {
+		t.Fatalf("join marks %v, want s2:7 s3:9", m)
+	}
+	if len(before) != 0 {
+		t.Fatalf("a mark changed the marks an earlier Geo returned: %v", before)
+	}
+	again, _ := newFSM(t, db)
+	if m := again.Geo().JoinMarks; m["s2"] != 7 || m["s3"] != 9 || len(m) != 2 {
+		t.Fatalf("join marks after opening the shard again: %v", m)
+	}
+}

@@ -133,6 +133,10 @@ type state struct {
 	// origins, never modified in place once shared (stableOwned).
 	stable      map[string]storage.Progress
 	stableOwned bool
+	// joinMarks: per site, the configuration version of this site's join
+	// of the keyspace whose repair of the shard that site completed
+	// (docs/adr/019). Never modified in place: a new mark replaces it.
+	joinMarks map[string]uint64
 }
 
 // setStable records origin's stable progress, copying stable first if
@@ -231,6 +235,9 @@ func loadGeo(s *storage.ShardTx, st *state) error {
 	if st.stable, err = s.Stable(); err != nil {
 		return err
 	}
+	if st.joinMarks, err = s.JoinMarks(); err != nil {
+		return err
+	}
 	c, err := s.Chain()
 	if err != nil {
 		return err
@@ -257,6 +264,10 @@ type Geo struct {
 	// Origins and Stable: per origin, what this replica applied and what
 	// every chain site applied. Shared: do not modify.
 	Origins, Stable map[string]storage.Progress
+	// JoinMarks: per site, the configuration version of this site's join
+	// of the keyspace whose repair of the shard that site completed
+	// (docs/adr/019). Shared: do not modify.
+	JoinMarks map[string]uint64
 	// Changed is closed when anything applies next.
 	Changed <-chan struct{}
 }
@@ -266,7 +277,7 @@ func (f *FSM) Geo() Geo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Geo{Applied: f.applied, Chain: f.st.chain, Site: f.st.site, Local: storage.Progress{HLC: f.st.maxHLC, Seq: f.st.localSeq},
-		Origins: f.st.origins, Stable: f.st.stable, Changed: f.changed}
+		Origins: f.st.origins, Stable: f.st.stable, JoinMarks: f.st.joinMarks, Changed: f.changed}
 }
 
 // Applied returns the last applied index, the shard's newest HLC and a

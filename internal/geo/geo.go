@@ -210,6 +210,14 @@ type Service struct {
 	stopping bool                             // Run is ending: no new goroutines; REQUIRES: mu
 	wg       sync.WaitGroup
 
+	// joinMarked: per shard and joined site, the join version this node
+	// knows that site holds this site's join mark for (join.go).
+	joinMarked map[repairKey]uint64 // REQUIRES: mu
+	// joinedKS and joinedShards: this site's joins found complete, per
+	// keyspace and per shard (join.go).
+	joinedKS     map[string]joined          // REQUIRES: mu
+	joinedShards map[placement.Shard]joined // REQUIRES: mu
+
 	// pingMu guards pings on its own: shippers read them while they hold
 	// their stream's lock, and code that holds mu takes stream locks.
 	pingMu lockorder.Mutex      // rankPing
@@ -252,6 +260,7 @@ func New(cfg Config, host Host, leaders Leaders, configs Configs, conns Conns, l
 		cfg:    cfg, host: host, leaders: leaders, configs: configs, conns: conns, log: logger, m: m,
 		streams: map[streamKey]*stream{}, shippers: map[streamKey]context.CancelFunc{},
 		chainSet: map[placement.Shard]bool{}, aeLast: map[placement.Shard]time.Time{}, aeBusy: map[repairKey]bool{},
+		joinMarked: map[repairKey]uint64{}, joinedKS: map[string]joined{}, joinedShards: map[placement.Shard]joined{},
 		pings: map[string]pingState{}, lastNode: map[string]string{}, stop: make(chan struct{}),
 	}
 }
@@ -325,6 +334,7 @@ func (s *Service) reconcile(ctx context.Context) {
 	cfg, _ := s.configs()
 	want := map[streamKey]*shard.Group{}
 	var outBytes uint64
+	joining := 0
 	for _, g := range s.host.Groups() {
 		// A new leader whose state machine has not applied what its log
 		// committed yet would ship, compare and number from a stale
@@ -339,6 +349,9 @@ func (s *Service) reconcile(ctx context.Context) {
 		ks, ok := cfg.Keyspace(sh.Keyspace)
 		if !ok || !ks.Holds(s.cfg.Site) {
 			continue
+		}
+		if joiningShard(g, ks, s.cfg.Site) {
+			joining++
 		}
 		geo := g.Geo()
 		desired := ks.Sites
@@ -359,9 +372,11 @@ func (s *Service) reconcile(ctx context.Context) {
 			}
 		}
 		_ = g.Read(func(tx *storage.ShardTx) error { outBytes += tx.OutboundBytes(); return nil })
+		s.maybeJoinRepairs(g, sh, ks)
 		s.maybeAntiEntropy(ctx, g, sh, ks)
 	}
 	s.m.outboundBytes.Set(float64(outBytes))
+	s.m.joiningShards.Set(float64(joining))
 	s.startShippers(ctx, want)
 	s.updateLagMetrics(cfg)
 }

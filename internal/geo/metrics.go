@@ -23,6 +23,7 @@ type Metrics struct {
 	rtt                    *prometheus.GaugeVec
 	unreachable            prometheus.Gauge
 	rebuilt                *prometheus.CounterVec
+	joiningShards          prometheus.Gauge
 }
 
 func newMetrics() *Metrics {
@@ -74,6 +75,8 @@ func newMetrics() *Metrics {
 			"Other sites this node has not reached for three ping rounds; the site catalog moves shard leadership off a node that reaches fewer sites than another replica of the shard."))),
 		rtt: prometheus.NewGaugeVec(prometheus.GaugeOpts(o("site_rtt_seconds",
 			"Last measured round trip to a site (ping through the peer API).")), []string{"site"}),
+		joiningShards: prometheus.NewGauge(prometheus.GaugeOpts(o("joining_shards",
+			"Shards this node leads, of keyspaces this site was added to after their creation, that still wait for another site's join repair; the site refuses reads of such a keyspace until the sum over its nodes is 0 for it."))),
 		rebuilt: prometheus.NewCounterVec(prometheus.CounterOpts(o("rebuilt_replicas_total",
 			"Times a shard leader found that a site's replica had lost writes of that site (it numbered writes again from a sequence already applied elsewhere) and had it repaired whole, per site whose replica it was.")), []string{"site"}),
 	}
@@ -83,6 +86,6 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.lagSeconds, m.lagEntries, m.outboundBytes, m.oldestUnstable, m.applied, m.superseded,
-		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt, m.unreachable, m.rebuilt)
+		m.depWaitSec, m.depsRemote, m.skips, m.rejoins, m.aeRuns, m.aeKeys, m.aeSec, m.shipped, m.batches, m.pipelined, m.resent, m.shipSec, m.stabilitySec, m.rtt, m.unreachable, m.rebuilt, m.joiningShards)
 	return m
 }

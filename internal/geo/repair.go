@@ -102,6 +102,16 @@ const (
 	repairUntilSent
 )
 
+// joinMark returns the configuration version of site's join of sh's
+// keyspace that this site's join repair must mark (0: none).
+func (s *Service) joinMark(sh placement.Shard, site string) uint64 {
+	ks, ok := s.keyspace(sh)
+	if !ok {
+		return 0
+	}
+	return joinMarkFor(ks, site, s.cfg.Site)
+}
+
 // holds reports whether site is one of the sites of sh's keyspace.
 func (s *Service) holds(sh placement.Shard, site string) bool {
 	ks, ok := s.keyspace(sh)
@@ -140,8 +150,22 @@ func (s *Service) launchRepairLoop(start func() (context.Context, context.Cancel
 		defer cancel()
 		defer func() { s.mu.Lock(); delete(s.aeBusy, rk); s.mu.Unlock() }()
 		wait := s.cfg.HeartbeatEvery
+		if rounds == repairUntilSent {
+			if v := s.joinMark(sh, site); v > 0 && s.joinMarkedThere(ctx, sh, site, v) {
+				s.log.Debug("join repair marked done already", "shard", sh.String(), "to_site", site, "reason", reason, "config_version", v)
+				return
+			}
+		}
 		for {
-			p, held, err := s.repairShard(ctx, g, sh, site, mode, heldUpTo)
+			// A repair that runs until it sent what this replica held
+			// when it started is a join repair when site joined the
+			// keyspace and needs this site's: its last command marks it
+			// done there (join.go).
+			var join uint64
+			if rounds == repairUntilSent {
+				join = s.joinMark(sh, site)
+			}
+			p, held, err := s.repairShard(ctx, g, sh, site, mode, heldUpTo, join)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -171,6 +195,12 @@ func (s *Service) launchRepairLoop(start func() (context.Context, context.Cancel
 				}
 				continue
 			}
+			if join > 0 && held == 0 {
+				s.noteJoinMarked(rk, join)
+				s.log.Info("join repair done: marked at the joining site", "shard", sh.String(), "to_site", site, "reason", reason,
+					"config_version", join, "slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent)
+				return
+			}
 			s.log.Info("anti-entropy done", "shard", sh.String(), "to_site", site, "reason", reason,
 				"slots_differing", p.SlotsDiffering, "keys_sent", p.KeysSent, "keys_held", held)
 			return
@@ -191,8 +221,10 @@ func (s *Service) launchRepairLoop(start func() (context.Context, context.Cancel
 //
 // held counts the versions at or below heldUpTo (an HLC) of differing
 // slots left out for being newer than the progress the marks give (not
-// yet stable, in repairStable).
-func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode, heldUpTo uint64) (p *adminv1.RepairProgress, held int, err error) {
+// yet stable, in repairStable). With join set (a configuration version)
+// and none held, the last command marks this site's join repair of sh
+// done at site, for site's join of the keyspace at that version.
+func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.Shard, site string, mode repairMode, heldUpTo, join uint64) (p *adminv1.RepairProgress, held int, err error) {
 	start := time.Now()
 	defer func() {
 		result := "ok"
@@ -257,9 +289,14 @@ func (s *Service) repairShard(ctx context.Context, g *shard.Group, sh placement.
 	}
 	p.SlotsDiffering = uint32(len(diff))
 	send := func(recs []*peerv1.RepairRecord, marks []*peerv1.RepairProgressMark) error {
+		r := &peerv1.RepairRecords{Records: recs, Origins: marks}
+		if marks != nil && join > 0 && held == 0 {
+			// The last command, and nothing of what this replica held at
+			// the start was left out: the join repair is done.
+			r.JoinFrom, r.JoinVersion = s.cfg.Site, join
+		}
 		return s.callSite(ctx, site, func(ctx context.Context, c peerv1.ChainClient) error {
-			_, err := c.Repair(ctx, &peerv1.RepairShardRequest{Keyspace: sh.Keyspace, Shard: sh.ID, FromSite: s.cfg.Site,
-				Repair: &peerv1.RepairRecords{Records: recs, Origins: marks}})
+			_, err := c.Repair(ctx, &peerv1.RepairShardRequest{Keyspace: sh.Keyspace, Shard: sh.ID, FromSite: s.cfg.Site, Repair: r})
 			return err
 		})
 	}
@@ -373,7 +410,7 @@ func (s *Service) RepairAll(ctx context.Context, keyspace string, only *uint32, 
 		case g == nil:
 			p = &adminv1.RepairProgress{Keyspace: j.sh.Keyspace, Shard: j.sh.ID, Site: j.site, Error: "this node does not lead the shard; run the repair on its leader or on every node of the site", NotLeader: true}
 		default:
-			p, _, err = s.repairShard(ctx, g, j.sh, j.site, repairAll, 0)
+			p, _, err = s.repairShard(ctx, g, j.sh, j.site, repairAll, 0, 0)
 			if err != nil {
 				p.Error = err.Error()
 			}

@@ -329,6 +329,9 @@ func (s *Service) Repair(ctx context.Context, req *peerv1.RepairShardRequest) (*
 	if req.GetRepair() == nil || req.FromSite == "" {
 		return nil, status.Error(codes.InvalidArgument, "repair: no records or sending site")
 	}
+	if r := req.Repair; r.JoinVersion > 0 && r.JoinFrom != req.FromSite {
+		return nil, status.Errorf(codes.InvalidArgument, "repair: join mark of site %q sent by site %q", r.JoinFrom, req.FromSite)
+	}
 	sh, g, fwd, fctx, err := s.heldLeader(ctx, req.Keyspace, req.Shard)
 	if err != nil {
 		return nil, err

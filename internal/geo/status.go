@@ -33,6 +33,14 @@ func (a Status) Lag(site string) rpc.SiteLag {
 // Unreached implements rpc.ChainStatus.
 func (a Status) Unreached(site string) time.Duration { return a.S.unreached(site) }
 
+var _ rpc.JoinStatus = Status{}
+
+// Join implements rpc.JoinStatus.
+func (a Status) Join(ctx context.Context, keyspace string) rpc.JoinProgress {
+	p := a.S.JoinStatus(ctx, keyspace)
+	return rpc.JoinProgress{Complete: p.Complete, Done: p.Done, Shards: p.Shards, Waiting: p.Waiting}
+}
+
 // Repair implements rpc.ChainStatus.
 func (a Status) Repair(ctx context.Context, keyspace string, shard *uint32, progress func(*adminv1.RepairProgress)) error {
 	return a.S.RepairAll(ctx, keyspace, shard, progress)

@@ -264,6 +264,12 @@ const (
 	// shard replica that cannot save a newer term stays in its group
 	// unable to follow that term's leader.
 	RaftDBFailStop
+	// JoinGate refuses reads of a keyspace at a site that joined it after
+	// its creation until every shard has the join repair of every other
+	// site it needs (router.CheckJoined); off, the site serves what each
+	// shard's repair brought so far, a version before its dependency on
+	// another shard.
+	JoinGate
 )
 
 var names = map[Guard]string{
@@ -316,6 +322,7 @@ var names = map[Guard]string{
 	PeerAddressInUse:     "peer-address-in-use",
 	TxnFresh:             "txn-fresh",
 	RaftDBFailStop:       "raft-db-fail-stop",
+	JoinGate:             "join-gate",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -328,7 +335,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

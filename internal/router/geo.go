@@ -53,11 +53,45 @@ type Durability interface {
 	// (causal.Session.Observed) of other sites, and returns the largest
 	// newest HLC of the replicas it checked.
 	WaitObserved(ctx context.Context, observed []causal.Dependency) (uint64, error)
+	// Joined returns an error wrapping ErrJoining while this site may not
+	// serve reads of keyspace: it joined the keyspace after its creation
+	// and a shard still waits for the join repair of a site it needs
+	// (docs/adr/019). Once every shard has them, it returns the newest HLC
+	// of the replicas it found them on (0 for a keyspace this site did not
+	// join).
+	Joined(ctx context.Context, keyspace string) (uint64, error)
 	// HasSite reports whether the cluster configuration has site.
 	HasSite(site string) bool
 	// ClusterID returns the cluster's id (0: not known yet; see
 	// cluster.Config.ID).
 	ClusterID() uint64
+}
+
+// ErrJoining: this site joined the keyspace after its creation and a shard
+// of it has not received every other site's join repair yet; until then
+// the site could show a version before one it depends on, on another
+// shard (docs/adr/019). Retryable (here, later, or at another site).
+var ErrJoining = errors.New("router: keyspace not served here during its join")
+
+// CheckJoined refuses a read of a keyspace this site is still joining
+// (ErrJoining; guard join-gate), and a compare-and-swap, which decides on
+// what the site holds. Once the join is complete, it raises the
+// session's PastHLC to the newest HLC of the replicas the join repairs
+// were found complete on: a replica of any shard that reached it applied
+// them, so none that lags behind them serves the session a version
+// without what it depends on. A request forwarded inside the site was
+// checked by the node that took it.
+func (r *Router) CheckJoined(ctx context.Context, c *Call) error {
+	if r.durability == nil || hopsIn(ctx) > 0 || guards.Off(guards.JoinGate) {
+		return nil
+	}
+	stamp, err := r.durability.Joined(ctx, c.Keyspace)
+	if err != nil {
+		r.metrics.joinRefusals.Inc()
+		return err
+	}
+	c.ObserveStamp(stamp)
+	return nil
 }
 
 // ErrSessionMoved: a session that was served at another site arrived here

@@ -17,6 +17,7 @@ type Metrics struct {
 	txns           *prometheus.CounterVec
 	txnStaleness   prometheus.Histogram
 	casFailFast    *prometheus.CounterVec
+	joinRefusals   prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -73,6 +74,10 @@ func newMetrics() *Metrics {
 			Namespace: "causeway", Subsystem: "router", Name: "cas_fail_fast_total",
 			Help: "Version-conditioned compare-and-swaps answered with a conflict without a log entry, by when: newer (this leader already held a newer version) or after_turn (after waiting for a swap of the same key that expected the same version).",
 		}, []string{"when"}),
+		joinRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "causeway", Subsystem: "router", Name: "join_refusals_total",
+			Help: "Reads and compare-and-swaps refused (UNAVAILABLE) because their keyspace is joining this site: a shard still waits for another site's join repair.",
+		}),
 		txnStaleness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "causeway", Subsystem: "router", Name: "gettxn_staleness_seconds",
 			Help:    "Age of a GetTxn snapshot when it was read (the node's clock minus the snapshot's HLC).",
@@ -85,7 +90,7 @@ func newMetrics() *Metrics {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.forwarded, m.unanswered, m.localReads, m.floorWaits, m.floorWaitSec, m.depWaitSec, m.depsUnchecked, m.durableWaitSec,
-		m.moves, m.moveWaitSec, m.txns, m.txnStaleness, m.casFailFast)
+		m.moves, m.moveWaitSec, m.txns, m.txnStaleness, m.casFailFast, m.joinRefusals)
 	return m
 }
 

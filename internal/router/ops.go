@@ -220,6 +220,9 @@ func (r *Router) Get(ctx context.Context, c *Call, key []byte, cons kvv1.Consist
 	if err != nil {
 		return nil, err
 	}
+	if err := r.CheckJoined(ctx, c); err != nil {
+		return nil, err
+	}
 	g, item, forwarded, err := routed(ctx, r,
 		func() (*shard.Group, string, error) { return r.readTarget(ctx, c, sh, key, cons) },
 		func(ctx context.Context, addr string) (*kvv1.KeyValue, error) {
@@ -293,6 +296,9 @@ func mergeSession(c *Call, h *kvv1.ResponseHeader) error {
 func (r *Router) History(ctx context.Context, c *Call, key []byte, limit, maxBytes int, cons kvv1.Consistency) ([]*kvv1.VersionedValue, error) {
 	sh, err := r.Shard(c.Keyspace, key)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.CheckJoined(ctx, c); err != nil {
 		return nil, err
 	}
 	g, versions, forwarded, err := routed(ctx, r,
@@ -395,6 +401,9 @@ func (r *Router) ScanShard(ctx context.Context, c *Call, sh placement.Shard, sr 
 	type page struct {
 		recs []storage.Record
 		more bool
+	}
+	if err := r.CheckJoined(ctx, c); err != nil {
+		return nil, false, err
 	}
 	var strong bool
 	g, p, forwarded, err := routed(ctx, r,

@@ -56,6 +56,9 @@ func (r *Router) GetTxn(ctx context.Context, c *Call, keys [][]byte, at uint64) 
 		p.idx = append(p.idx, i)
 		p.keys = append(p.keys, k)
 	}
+	if err := r.CheckJoined(ctx, c); err != nil {
+		return nil, 0, err
+	}
 	if at != 0 {
 		if err := r.checkAhead("the snapshot", at); err != nil {
 			return nil, 0, err

@@ -52,6 +52,7 @@ var codeTable = []struct {
 	{fsm.ErrKeyNotFound, codes.NotFound},
 	{router.ErrCausalWait, codes.DeadlineExceeded},
 	{router.ErrSessionMoved, codes.Unavailable},
+	{router.ErrJoining, codes.Unavailable},
 	{router.ErrForeignSession, codes.FailedPrecondition},
 	{router.ErrLostSession, codes.FailedPrecondition},
 	{shard.ErrNotLeader, codes.Unavailable},

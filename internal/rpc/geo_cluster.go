@@ -71,11 +71,11 @@ func (g *Geo) CreateKeyspace(ctx context.Context, req *adminv1.CreateKeyspaceReq
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return keyspaceResponse(cfg, req.Name)
+	return g.keyspaceResponse(ctx, cfg, req.Name)
 }
 
 // ListKeyspaces implements adminv1.GeoServer.
-func (g *Geo) ListKeyspaces(context.Context, *adminv1.ListKeyspacesRequest) (*adminv1.ListKeyspacesResponse, error) {
+func (g *Geo) ListKeyspaces(ctx context.Context, _ *adminv1.ListKeyspacesRequest) (*adminv1.ListKeyspacesResponse, error) {
 	if g.deps.Cluster == nil {
 		return nil, adminStatus(ErrNoClusterConfig)
 	}
@@ -88,13 +88,13 @@ func (g *Geo) ListKeyspaces(context.Context, *adminv1.ListKeyspacesRequest) (*ad
 	resp := &adminv1.ListKeyspacesResponse{ConfigVersion: cfg.Version}
 	for _, name := range names {
 		ks, _ := cfg.Keyspace(name)
-		resp.Keyspaces = append(resp.Keyspaces, keyspaceProto(ks))
+		resp.Keyspaces = append(resp.Keyspaces, g.keyspaceProto(ctx, ks))
 	}
 	return resp, nil
 }
 
 // GetKeyspace implements adminv1.GeoServer.
-func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
+func (g *Geo) GetKeyspace(ctx context.Context, req *adminv1.GetKeyspaceRequest) (*adminv1.KeyspaceResponse, error) {
 	if g.deps.Cluster == nil {
 		return nil, adminStatus(ErrNoClusterConfig)
 	}
@@ -106,7 +106,7 @@ func (g *Geo) GetKeyspace(_ context.Context, req *adminv1.GetKeyspaceRequest) (*
 			return nil, adminStatus(fmt.Errorf("%w: %s: site %s may not know every keyspace (%s); if it was created at another site, retry once this site reaches the others, or ask a node of another site", ErrNoKeyspace, placement.QuoteKeyspace(req.Name), g.deps.Site, why))
 		}
 	}
-	return keyspaceResponse(cfg, req.Name)
+	return g.keyspaceResponse(ctx, cfg, req.Name)
 }
 
 // SetKeyspaceSites implements adminv1.GeoServer.
@@ -123,7 +123,7 @@ func (g *Geo) SetKeyspaceSites(ctx context.Context, req *adminv1.SetKeyspaceSite
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return keyspaceResponse(cfg, req.Name)
+	return g.keyspaceResponse(ctx, cfg, req.Name)
 }
 
 // checkRemovedSitesReachable refuses a change of keyspace name's sites to
@@ -189,14 +189,47 @@ func (g *Geo) RemoveSite(ctx context.Context, req *adminv1.RemoveSiteRequest) (*
 	return &adminv1.RemoveSiteResponse{ConfigVersion: next.Version, Sites: next.SiteNames()}, nil
 }
 
-func keyspaceResponse(cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {
+func (g *Geo) keyspaceResponse(ctx context.Context, cfg cluster.Config, name string) (*adminv1.KeyspaceResponse, error) {
 	ks, ok := cfg.Keyspace(name)
 	if !ok {
 		return nil, adminStatus(fmt.Errorf("%w: %s", ErrNoKeyspace, placement.QuoteKeyspace(name)))
 	}
-	return &adminv1.KeyspaceResponse{Keyspace: keyspaceProto(ks), ConfigVersion: cfg.Version}, nil
+	return &adminv1.KeyspaceResponse{Keyspace: g.keyspaceProto(ctx, ks), ConfigVersion: cfg.Version}, nil
 }
 
-func keyspaceProto(ks cluster.Keyspace) *adminv1.Keyspace {
-	return &adminv1.Keyspace{Name: ks.Name, Shards: ks.Shards, Sites: append([]string(nil), ks.Sites...)}
+// JoinProgress is the state of the serving node's site's join of a
+// keyspace (docs/adr/019).
+type JoinProgress struct {
+	// Complete: every shard has the join repair of every site it needs.
+	Complete bool
+	// Done and Shards count the shards complete and in all.
+	Done, Shards uint32
+	// Waiting says what the first shard not complete waits for.
+	Waiting string
+}
+
+// JoinStatus is what a ChainStatus that knows the joins of keyspaces
+// (internal/geo) also implements.
+type JoinStatus interface {
+	// Join reports this site's join of keyspace.
+	Join(ctx context.Context, keyspace string) JoinProgress
+}
+
+// keyspaceProto describes ks; a join of the serving node's site comes
+// with its progress.
+func (g *Geo) keyspaceProto(ctx context.Context, ks cluster.Keyspace) *adminv1.Keyspace {
+	out := &adminv1.Keyspace{Name: ks.Name, Shards: ks.Shards, Sites: append([]string(nil), ks.Sites...)}
+	for _, site := range ks.Sites {
+		v, ok := ks.Joined[site]
+		if !ok {
+			continue
+		}
+		j := &adminv1.KeyspaceJoin{Site: site, ConfigVersion: v}
+		if js, ok := g.deps.Chain.(JoinStatus); ok && site == g.deps.Site {
+			p := js.Join(ctx, ks.Name)
+			j.Known, j.Complete, j.ShardsComplete, j.Shards, j.Waiting = true, p.Complete, p.Done, p.Shards, p.Waiting
+		}
+		out.Joins = append(out.Joins, j)
+	}
+	return out
 }

@@ -217,6 +217,9 @@ func (s *KV) CompareAndSwap(ctx context.Context, req *kvv1.CompareAndSwapRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.router.CheckJoined(ctx, c); err != nil {
+		return nil, toStatus(err)
+	}
 	var res fsm.Result
 	err = s.router.OnLeader(ctx, sh, func(g *shard.Group) (err error) {
 		release, err := s.router.CASTurn(ctx, g, c, sh, w, req.Options)

@@ -125,7 +125,7 @@ func (s *ShardTx) Digest() (Digest, error) {
 	if s.state != nil {
 		h := xxhash.New()
 		c := s.state.Cursor()
-		for _, prefix := range [][]byte{stateOrigin, stateStable, stateOutBytes} {
+		for _, prefix := range [][]byte{stateOrigin, stateStable, stateOutBytes, stateJoin} {
 			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 				writeEntry(h, k, unsealedOrRaw(k, v))
 			}

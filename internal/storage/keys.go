@@ -60,6 +60,10 @@ var (
 	stateLocalSeq = []byte("local_seq")
 	// stateOutBytes: the outbound log's size in bytes (keys and values).
 	stateOutBytes = []byte("outbound_bytes")
+	// stateJoin + site: that site completed its join repair of the shard
+	// for this site's join of the keyspace at this configuration version
+	// (8 bytes big endian; docs/adr/019).
+	stateJoin = []byte("join/")
 )
 
 // formatVersion is the on-disk format this build writes and reads (the

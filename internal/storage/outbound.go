@@ -70,6 +70,37 @@ func (s *ShardTx) SetStable(origin string, p Progress) error {
 	return s.putState(append(bytes.Clone(stateStable), origin...), binary.BigEndian.AppendUint64(v, p.Seq))
 }
 
+// JoinMarks returns, per site, the configuration version of this site's
+// join of the keyspace whose repair of the shard that site marked done
+// (docs/adr/019).
+func (s *ShardTx) JoinMarks() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	if s.state == nil {
+		return out, nil
+	}
+	c := s.state.Cursor()
+	for k, v := c.Seek(stateJoin); k != nil && bytes.HasPrefix(k, stateJoin); k, v = c.Next() {
+		body, err := unseal("state record", k, v)
+		if err != nil {
+			return nil, s.db.noteDamage(err)
+		}
+		if len(body) != 8 {
+			return nil, s.db.noteDamage(fmt.Errorf("%w: join mark %q is %d bytes", ErrDamaged, k, len(body)))
+		}
+		out[string(k[len(stateJoin):])] = binary.BigEndian.Uint64(body)
+	}
+	return out, nil
+}
+
+// SetJoinMark records that site completed its join repair of the shard
+// for the join at configuration version version.
+func (s *ShardTx) SetJoinMark(site string, version uint64) error {
+	if site == "" {
+		return fmt.Errorf("%w: empty site", ErrBadEncoding)
+	}
+	return s.putStateUint64(append(bytes.Clone(stateJoin), site...), version)
+}
+
 // outKey is origin ‖ 0x00 ‖ seq.
 func outKey(origin string, seq uint64) []byte {
 	k := make([]byte, 0, len(origin)+9)

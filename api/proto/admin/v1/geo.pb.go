@@ -301,7 +301,9 @@ type Keyspace struct {
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Shards uint32                 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
 	// The sites that hold it, in chain order.
-	Sites         []string `protobuf:"bytes,3,rep,name=sites,proto3" json:"sites,omitempty"`
+	Sites []string `protobuf:"bytes,3,rep,name=sites,proto3" json:"sites,omitempty"`
+	// The sites added to it after its creation (docs/adr/019).
+	Joins         []*KeyspaceJoin `protobuf:"bytes,4,rep,name=joins,proto3" json:"joins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +359,111 @@ func (x *Keyspace) GetSites() []string {
 	return nil
 }
 
+func (x *Keyspace) GetJoins() []*KeyspaceJoin {
+	if x != nil {
+		return x.Joins
+	}
+	return nil
+}
+
+// KeyspaceJoin is a site's join of a keyspace: until every shard has the
+// join repair of every site it needs, the site serves no read of it.
+type KeyspaceJoin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Site  string                 `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	// The configuration version that added the site.
+	ConfigVersion uint64 `protobuf:"varint,2,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// Known only when the answering node is of that site: whether the join
+	// is complete, the shards complete and in all, and what the first
+	// shard still waiting waits for.
+	Known          bool   `protobuf:"varint,3,opt,name=known,proto3" json:"known,omitempty"`
+	Complete       bool   `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
+	ShardsComplete uint32 `protobuf:"varint,5,opt,name=shards_complete,json=shardsComplete,proto3" json:"shards_complete,omitempty"`
+	Shards         uint32 `protobuf:"varint,6,opt,name=shards,proto3" json:"shards,omitempty"`
+	Waiting        string `protobuf:"bytes,7,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *KeyspaceJoin) Reset() {
+	*x = KeyspaceJoin{}
+	mi := &file_admin_v1_geo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyspaceJoin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyspaceJoin) ProtoMessage() {}
+
+func (x *KeyspaceJoin) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_v1_geo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyspaceJoin.ProtoReflect.Descriptor instead.
+func (*KeyspaceJoin) Descriptor() ([]byte, []int) {
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KeyspaceJoin) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *KeyspaceJoin) GetConfigVersion() uint64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *KeyspaceJoin) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *KeyspaceJoin) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *KeyspaceJoin) GetShardsComplete() uint32 {
+	if x != nil {
+		return x.ShardsComplete
+	}
+	return 0
+}
+
+func (x *KeyspaceJoin) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
+}
+
+func (x *KeyspaceJoin) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
 type CreateKeyspaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -368,7 +475,7 @@ type CreateKeyspaceRequest struct {
 
 func (x *CreateKeyspaceRequest) Reset() {
 	*x = CreateKeyspaceRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[5]
+	mi := &file_admin_v1_geo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +487,7 @@ func (x *CreateKeyspaceRequest) String() string {
 func (*CreateKeyspaceRequest) ProtoMessage() {}
 
 func (x *CreateKeyspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[5]
+	mi := &file_admin_v1_geo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +500,7 @@ func (x *CreateKeyspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyspaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyspaceRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{5}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateKeyspaceRequest) GetName() string {
@@ -427,7 +534,7 @@ type KeyspaceResponse struct {
 
 func (x *KeyspaceResponse) Reset() {
 	*x = KeyspaceResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[6]
+	mi := &file_admin_v1_geo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +546,7 @@ func (x *KeyspaceResponse) String() string {
 func (*KeyspaceResponse) ProtoMessage() {}
 
 func (x *KeyspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[6]
+	mi := &file_admin_v1_geo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +559,7 @@ func (x *KeyspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyspaceResponse.ProtoReflect.Descriptor instead.
 func (*KeyspaceResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{6}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyspaceResponse) GetKeyspace() *Keyspace {
@@ -477,7 +584,7 @@ type ListKeyspacesRequest struct {
 
 func (x *ListKeyspacesRequest) Reset() {
 	*x = ListKeyspacesRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[7]
+	mi := &file_admin_v1_geo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +596,7 @@ func (x *ListKeyspacesRequest) String() string {
 func (*ListKeyspacesRequest) ProtoMessage() {}
 
 func (x *ListKeyspacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[7]
+	mi := &file_admin_v1_geo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +609,7 @@ func (x *ListKeyspacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeyspacesRequest.ProtoReflect.Descriptor instead.
 func (*ListKeyspacesRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{7}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{8}
 }
 
 type ListKeyspacesResponse struct {
@@ -515,7 +622,7 @@ type ListKeyspacesResponse struct {
 
 func (x *ListKeyspacesResponse) Reset() {
 	*x = ListKeyspacesResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[8]
+	mi := &file_admin_v1_geo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +634,7 @@ func (x *ListKeyspacesResponse) String() string {
 func (*ListKeyspacesResponse) ProtoMessage() {}
 
 func (x *ListKeyspacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[8]
+	mi := &file_admin_v1_geo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +647,7 @@ func (x *ListKeyspacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeyspacesResponse.ProtoReflect.Descriptor instead.
 func (*ListKeyspacesResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{8}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListKeyspacesResponse) GetKeyspaces() []*Keyspace {
@@ -566,7 +673,7 @@ type GetKeyspaceRequest struct {
 
 func (x *GetKeyspaceRequest) Reset() {
 	*x = GetKeyspaceRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[9]
+	mi := &file_admin_v1_geo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +685,7 @@ func (x *GetKeyspaceRequest) String() string {
 func (*GetKeyspaceRequest) ProtoMessage() {}
 
 func (x *GetKeyspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[9]
+	mi := &file_admin_v1_geo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +698,7 @@ func (x *GetKeyspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetKeyspaceRequest.ProtoReflect.Descriptor instead.
 func (*GetKeyspaceRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{9}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetKeyspaceRequest) GetName() string {
@@ -615,7 +722,7 @@ type SetKeyspaceSitesRequest struct {
 
 func (x *SetKeyspaceSitesRequest) Reset() {
 	*x = SetKeyspaceSitesRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[10]
+	mi := &file_admin_v1_geo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +734,7 @@ func (x *SetKeyspaceSitesRequest) String() string {
 func (*SetKeyspaceSitesRequest) ProtoMessage() {}
 
 func (x *SetKeyspaceSitesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[10]
+	mi := &file_admin_v1_geo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +747,7 @@ func (x *SetKeyspaceSitesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeyspaceSitesRequest.ProtoReflect.Descriptor instead.
 func (*SetKeyspaceSitesRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{10}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetKeyspaceSitesRequest) GetName() string {
@@ -673,7 +780,7 @@ type RemoveSiteRequest struct {
 
 func (x *RemoveSiteRequest) Reset() {
 	*x = RemoveSiteRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	mi := &file_admin_v1_geo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +792,7 @@ func (x *RemoveSiteRequest) String() string {
 func (*RemoveSiteRequest) ProtoMessage() {}
 
 func (x *RemoveSiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[11]
+	mi := &file_admin_v1_geo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +805,7 @@ func (x *RemoveSiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSiteRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSiteRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{11}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveSiteRequest) GetSite() string {
@@ -720,7 +827,7 @@ type RemoveSiteResponse struct {
 
 func (x *RemoveSiteResponse) Reset() {
 	*x = RemoveSiteResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	mi := &file_admin_v1_geo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +839,7 @@ func (x *RemoveSiteResponse) String() string {
 func (*RemoveSiteResponse) ProtoMessage() {}
 
 func (x *RemoveSiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[12]
+	mi := &file_admin_v1_geo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +852,7 @@ func (x *RemoveSiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSiteResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSiteResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{12}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveSiteResponse) GetConfigVersion() uint64 {
@@ -774,7 +881,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[13]
+	mi := &file_admin_v1_geo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +893,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[13]
+	mi := &file_admin_v1_geo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +906,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{13}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RepairRequest) GetKeyspace() string {
@@ -846,7 +953,7 @@ type RepairProgress struct {
 
 func (x *RepairProgress) Reset() {
 	*x = RepairProgress{}
-	mi := &file_admin_v1_geo_proto_msgTypes[14]
+	mi := &file_admin_v1_geo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +965,7 @@ func (x *RepairProgress) String() string {
 func (*RepairProgress) ProtoMessage() {}
 
 func (x *RepairProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[14]
+	mi := &file_admin_v1_geo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +978,7 @@ func (x *RepairProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairProgress.ProtoReflect.Descriptor instead.
 func (*RepairProgress) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{14}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RepairProgress) GetKeyspace() string {
@@ -953,7 +1060,7 @@ type DebugPartitionRequest struct {
 
 func (x *DebugPartitionRequest) Reset() {
 	*x = DebugPartitionRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[15]
+	mi := &file_admin_v1_geo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1072,7 @@ func (x *DebugPartitionRequest) String() string {
 func (*DebugPartitionRequest) ProtoMessage() {}
 
 func (x *DebugPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[15]
+	mi := &file_admin_v1_geo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1085,7 @@ func (x *DebugPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugPartitionRequest.ProtoReflect.Descriptor instead.
 func (*DebugPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{15}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DebugPartitionRequest) GetSite() string {
@@ -997,7 +1104,7 @@ type DebugPartitionResponse struct {
 
 func (x *DebugPartitionResponse) Reset() {
 	*x = DebugPartitionResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[16]
+	mi := &file_admin_v1_geo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1116,7 @@ func (x *DebugPartitionResponse) String() string {
 func (*DebugPartitionResponse) ProtoMessage() {}
 
 func (x *DebugPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[16]
+	mi := &file_admin_v1_geo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1129,7 @@ func (x *DebugPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugPartitionResponse.ProtoReflect.Descriptor instead.
 func (*DebugPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{16}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DebugPartitionResponse) GetPartitionedSites() []string {
@@ -1040,7 +1147,7 @@ type DebugHealRequest struct {
 
 func (x *DebugHealRequest) Reset() {
 	*x = DebugHealRequest{}
-	mi := &file_admin_v1_geo_proto_msgTypes[17]
+	mi := &file_admin_v1_geo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1159,7 @@ func (x *DebugHealRequest) String() string {
 func (*DebugHealRequest) ProtoMessage() {}
 
 func (x *DebugHealRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[17]
+	mi := &file_admin_v1_geo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1172,7 @@ func (x *DebugHealRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugHealRequest.ProtoReflect.Descriptor instead.
 func (*DebugHealRequest) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{17}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{18}
 }
 
 type DebugHealResponse struct {
@@ -1076,7 +1183,7 @@ type DebugHealResponse struct {
 
 func (x *DebugHealResponse) Reset() {
 	*x = DebugHealResponse{}
-	mi := &file_admin_v1_geo_proto_msgTypes[18]
+	mi := &file_admin_v1_geo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1195,7 @@ func (x *DebugHealResponse) String() string {
 func (*DebugHealResponse) ProtoMessage() {}
 
 func (x *DebugHealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_v1_geo_proto_msgTypes[18]
+	mi := &file_admin_v1_geo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1208,7 @@ func (x *DebugHealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugHealResponse.ProtoReflect.Descriptor instead.
 func (*DebugHealResponse) Descriptor() ([]byte, []int) {
-	return file_admin_v1_geo_proto_rawDescGZIP(), []int{18}
+	return file_admin_v1_geo_proto_rawDescGZIP(), []int{19}
 }
 
 var File_admin_v1_geo_proto protoreflect.FileDescriptor
@@ -1132,11 +1239,20 @@ const file_admin_v1_geo_proto_rawDesc = "" +
 	"local_site\x18\x01 \x01(\tR\tlocalSite\x121\n" +
 	"\x05sites\x18\x02 \x03(\v2\x1b.causeway.admin.v1.SiteInfoR\x05sites\x12%\n" +
 	"\x0econfig_version\x18\x03 \x01(\x04R\rconfigVersion\x12#\n" +
-	"\rconfig_leader\x18\x04 \x01(\tR\fconfigLeader\"L\n" +
+	"\rconfig_leader\x18\x04 \x01(\tR\fconfigLeader\"\x83\x01\n" +
 	"\bKeyspace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06shards\x18\x02 \x01(\rR\x06shards\x12\x14\n" +
-	"\x05sites\x18\x03 \x03(\tR\x05sites\"Y\n" +
+	"\x05sites\x18\x03 \x03(\tR\x05sites\x125\n" +
+	"\x05joins\x18\x04 \x03(\v2\x1f.causeway.admin.v1.KeyspaceJoinR\x05joins\"\xd6\x01\n" +
+	"\fKeyspaceJoin\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12%\n" +
+	"\x0econfig_version\x18\x02 \x01(\x04R\rconfigVersion\x12\x14\n" +
+	"\x05known\x18\x03 \x01(\bR\x05known\x12\x1a\n" +
+	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x12'\n" +
+	"\x0fshards_complete\x18\x05 \x01(\rR\x0eshardsComplete\x12\x16\n" +
+	"\x06shards\x18\x06 \x01(\rR\x06shards\x12\x18\n" +
+	"\awaiting\x18\a \x01(\tR\awaiting\"Y\n" +
 	"\x15CreateKeyspaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06shards\x18\x02 \x01(\rR\x06shards\x12\x14\n" +
@@ -1206,56 +1322,58 @@ func file_admin_v1_geo_proto_rawDescGZIP() []byte {
 	return file_admin_v1_geo_proto_rawDescData
 }
 
-var file_admin_v1_geo_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_admin_v1_geo_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_admin_v1_geo_proto_goTypes = []any{
 	(*SitesRequest)(nil),            // 0: causeway.admin.v1.SitesRequest
 	(*SiteNode)(nil),                // 1: causeway.admin.v1.SiteNode
 	(*SiteInfo)(nil),                // 2: causeway.admin.v1.SiteInfo
 	(*SitesResponse)(nil),           // 3: causeway.admin.v1.SitesResponse
 	(*Keyspace)(nil),                // 4: causeway.admin.v1.Keyspace
-	(*CreateKeyspaceRequest)(nil),   // 5: causeway.admin.v1.CreateKeyspaceRequest
-	(*KeyspaceResponse)(nil),        // 6: causeway.admin.v1.KeyspaceResponse
-	(*ListKeyspacesRequest)(nil),    // 7: causeway.admin.v1.ListKeyspacesRequest
-	(*ListKeyspacesResponse)(nil),   // 8: causeway.admin.v1.ListKeyspacesResponse
-	(*GetKeyspaceRequest)(nil),      // 9: causeway.admin.v1.GetKeyspaceRequest
-	(*SetKeyspaceSitesRequest)(nil), // 10: causeway.admin.v1.SetKeyspaceSitesRequest
-	(*RemoveSiteRequest)(nil),       // 11: causeway.admin.v1.RemoveSiteRequest
-	(*RemoveSiteResponse)(nil),      // 12: causeway.admin.v1.RemoveSiteResponse
-	(*RepairRequest)(nil),           // 13: causeway.admin.v1.RepairRequest
-	(*RepairProgress)(nil),          // 14: causeway.admin.v1.RepairProgress
-	(*DebugPartitionRequest)(nil),   // 15: causeway.admin.v1.DebugPartitionRequest
-	(*DebugPartitionResponse)(nil),  // 16: causeway.admin.v1.DebugPartitionResponse
-	(*DebugHealRequest)(nil),        // 17: causeway.admin.v1.DebugHealRequest
-	(*DebugHealResponse)(nil),       // 18: causeway.admin.v1.DebugHealResponse
+	(*KeyspaceJoin)(nil),            // 5: causeway.admin.v1.KeyspaceJoin
+	(*CreateKeyspaceRequest)(nil),   // 6: causeway.admin.v1.CreateKeyspaceRequest
+	(*KeyspaceResponse)(nil),        // 7: causeway.admin.v1.KeyspaceResponse
+	(*ListKeyspacesRequest)(nil),    // 8: causeway.admin.v1.ListKeyspacesRequest
+	(*ListKeyspacesResponse)(nil),   // 9: causeway.admin.v1.ListKeyspacesResponse
+	(*GetKeyspaceRequest)(nil),      // 10: causeway.admin.v1.GetKeyspaceRequest
+	(*SetKeyspaceSitesRequest)(nil), // 11: causeway.admin.v1.SetKeyspaceSitesRequest
+	(*RemoveSiteRequest)(nil),       // 12: causeway.admin.v1.RemoveSiteRequest
+	(*RemoveSiteResponse)(nil),      // 13: causeway.admin.v1.RemoveSiteResponse
+	(*RepairRequest)(nil),           // 14: causeway.admin.v1.RepairRequest
+	(*RepairProgress)(nil),          // 15: causeway.admin.v1.RepairProgress
+	(*DebugPartitionRequest)(nil),   // 16: causeway.admin.v1.DebugPartitionRequest
+	(*DebugPartitionResponse)(nil),  // 17: causeway.admin.v1.DebugPartitionResponse
+	(*DebugHealRequest)(nil),        // 18: causeway.admin.v1.DebugHealRequest
+	(*DebugHealResponse)(nil),       // 19: causeway.admin.v1.DebugHealResponse
 }
 var file_admin_v1_geo_proto_depIdxs = []int32{
 	1,  // 0: causeway.admin.v1.SiteInfo.nodes:type_name -> causeway.admin.v1.SiteNode
 	2,  // 1: causeway.admin.v1.SitesResponse.sites:type_name -> causeway.admin.v1.SiteInfo
-	4,  // 2: causeway.admin.v1.KeyspaceResponse.keyspace:type_name -> causeway.admin.v1.Keyspace
-	4,  // 3: causeway.admin.v1.ListKeyspacesResponse.keyspaces:type_name -> causeway.admin.v1.Keyspace
-	0,  // 4: causeway.admin.v1.Geo.Sites:input_type -> causeway.admin.v1.SitesRequest
-	5,  // 5: causeway.admin.v1.Geo.CreateKeyspace:input_type -> causeway.admin.v1.CreateKeyspaceRequest
-	7,  // 6: causeway.admin.v1.Geo.ListKeyspaces:input_type -> causeway.admin.v1.ListKeyspacesRequest
-	9,  // 7: causeway.admin.v1.Geo.GetKeyspace:input_type -> causeway.admin.v1.GetKeyspaceRequest
-	10, // 8: causeway.admin.v1.Geo.SetKeyspaceSites:input_type -> causeway.admin.v1.SetKeyspaceSitesRequest
-	11, // 9: causeway.admin.v1.Geo.RemoveSite:input_type -> causeway.admin.v1.RemoveSiteRequest
-	13, // 10: causeway.admin.v1.Geo.Repair:input_type -> causeway.admin.v1.RepairRequest
-	15, // 11: causeway.admin.v1.Geo.DebugPartition:input_type -> causeway.admin.v1.DebugPartitionRequest
-	17, // 12: causeway.admin.v1.Geo.DebugHeal:input_type -> causeway.admin.v1.DebugHealRequest
-	3,  // 13: causeway.admin.v1.Geo.Sites:output_type -> causeway.admin.v1.SitesResponse
-	6,  // 14: causeway.admin.v1.Geo.CreateKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
-	8,  // 15: causeway.admin.v1.Geo.ListKeyspaces:output_type -> causeway.admin.v1.ListKeyspacesResponse
-	6,  // 16: causeway.admin.v1.Geo.GetKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
-	6,  // 17: causeway.admin.v1.Geo.SetKeyspaceSites:output_type -> causeway.admin.v1.KeyspaceResponse
-	12, // 18: causeway.admin.v1.Geo.RemoveSite:output_type -> causeway.admin.v1.RemoveSiteResponse
-	14, // 19: causeway.admin.v1.Geo.Repair:output_type -> causeway.admin.v1.RepairProgress
-	16, // 20: causeway.admin.v1.Geo.DebugPartition:output_type -> causeway.admin.v1.DebugPartitionResponse
-	18, // 21: causeway.admin.v1.Geo.DebugHeal:output_type -> causeway.admin.v1.DebugHealResponse
-	13, // [13:22] is the sub-list for method output_type
-	4,  // [4:13] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	5,  // 2: causeway.admin.v1.Keyspace.joins:type_name -> causeway.admin.v1.KeyspaceJoin
+	4,  // 3: causeway.admin.v1.KeyspaceResponse.keyspace:type_name -> causeway.admin.v1.Keyspace
+	4,  // 4: causeway.admin.v1.ListKeyspacesResponse.keyspaces:type_name -> causeway.admin.v1.Keyspace
+	0,  // 5: causeway.admin.v1.Geo.Sites:input_type -> causeway.admin.v1.SitesRequest
+	6,  // 6: causeway.admin.v1.Geo.CreateKeyspace:input_type -> causeway.admin.v1.CreateKeyspaceRequest
+	8,  // 7: causeway.admin.v1.Geo.ListKeyspaces:input_type -> causeway.admin.v1.ListKeyspacesRequest
+	10, // 8: causeway.admin.v1.Geo.GetKeyspace:input_type -> causeway.admin.v1.GetKeyspaceRequest
+	11, // 9: causeway.admin.v1.Geo.SetKeyspaceSites:input_type -> causeway.admin.v1.SetKeyspaceSitesRequest
+	12, // 10: causeway.admin.v1.Geo.RemoveSite:input_type -> causeway.admin.v1.RemoveSiteRequest
+	14, // 11: causeway.admin.v1.Geo.Repair:input_type -> causeway.admin.v1.RepairRequest
+	16, // 12: causeway.admin.v1.Geo.DebugPartition:input_type -> causeway.admin.v1.DebugPartitionRequest
+	18, // 13: causeway.admin.v1.Geo.DebugHeal:input_type -> causeway.admin.v1.DebugHealRequest
+	3,  // 14: causeway.admin.v1.Geo.Sites:output_type -> causeway.admin.v1.SitesResponse
+	7,  // 15: causeway.admin.v1.Geo.CreateKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
+	9,  // 16: causeway.admin.v1.Geo.ListKeyspaces:output_type -> causeway.admin.v1.ListKeyspacesResponse
+	7,  // 17: causeway.admin.v1.Geo.GetKeyspace:output_type -> causeway.admin.v1.KeyspaceResponse
+	7,  // 18: causeway.admin.v1.Geo.SetKeyspaceSites:output_type -> causeway.admin.v1.KeyspaceResponse
+	13, // 19: causeway.admin.v1.Geo.RemoveSite:output_type -> causeway.admin.v1.RemoveSiteResponse
+	15, // 20: causeway.admin.v1.Geo.Repair:output_type -> causeway.admin.v1.RepairProgress
+	17, // 21: causeway.admin.v1.Geo.DebugPartition:output_type -> causeway.admin.v1.DebugPartitionResponse
+	19, // 22: causeway.admin.v1.Geo.DebugHeal:output_type -> causeway.admin.v1.DebugHealResponse
+	14, // [14:23] is the sub-list for method output_type
+	5,  // [5:14] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_admin_v1_geo_proto_init() }
@@ -1269,7 +1387,7 @@ func file_admin_v1_geo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_v1_geo_proto_rawDesc), len(file_admin_v1_geo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

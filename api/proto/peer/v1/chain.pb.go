@@ -21,6 +21,114 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type JoinMarksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keyspace      string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
+	Shard         uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinMarksRequest) Reset() {
+	*x = JoinMarksRequest{}
+	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinMarksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinMarksRequest) ProtoMessage() {}
+
+func (x *JoinMarksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinMarksRequest.ProtoReflect.Descriptor instead.
+func (*JoinMarksRequest) Descriptor() ([]byte, []int) {
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *JoinMarksRequest) GetKeyspace() string {
+	if x != nil {
+		return x.Keyspace
+	}
+	return ""
+}
+
+func (x *JoinMarksRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+type JoinMarksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per sending site, the configuration version of the join of this site
+	// to the keyspace whose repair of the shard that site completed.
+	Marks map[string]uint64 `protobuf:"bytes,1,rep,name=marks,proto3" json:"marks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The answering replica's newest HLC (at least the stamp of every
+	// repaired version it applied).
+	MaxHlc        uint64 `protobuf:"varint,2,opt,name=max_hlc,json=maxHlc,proto3" json:"max_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinMarksResponse) Reset() {
+	*x = JoinMarksResponse{}
+	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinMarksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinMarksResponse) ProtoMessage() {}
+
+func (x *JoinMarksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinMarksResponse.ProtoReflect.Descriptor instead.
+func (*JoinMarksResponse) Descriptor() ([]byte, []int) {
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JoinMarksResponse) GetMarks() map[string]uint64 {
+	if x != nil {
+		return x.Marks
+	}
+	return nil
+}
+
+func (x *JoinMarksResponse) GetMaxHlc() uint64 {
+	if x != nil {
+		return x.MaxHlc
+	}
+	return 0
+}
+
 type WaitAppliedRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Keyspace string                 `protobuf:"bytes,1,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
@@ -34,7 +142,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	mi := &file_peer_v1_chain_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +154,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[0]
+	mi := &file_peer_v1_chain_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +167,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{0}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WaitAppliedRequest) GetKeyspace() string {
@@ -107,7 +215,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	mi := &file_peer_v1_chain_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +227,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[1]
+	mi := &file_peer_v1_chain_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +240,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{1}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WaitAppliedResponse) GetApplied() bool {
@@ -176,7 +284,7 @@ type OriginProgress struct {
 
 func (x *OriginProgress) Reset() {
 	*x = OriginProgress{}
-	mi := &file_peer_v1_chain_proto_msgTypes[2]
+	mi := &file_peer_v1_chain_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +296,7 @@ func (x *OriginProgress) String() string {
 func (*OriginProgress) ProtoMessage() {}
 
 func (x *OriginProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[2]
+	mi := &file_peer_v1_chain_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +309,7 @@ func (x *OriginProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OriginProgress.ProtoReflect.Descriptor instead.
 func (*OriginProgress) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{2}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OriginProgress) GetSite() string {
@@ -247,7 +355,7 @@ type ShipRequest struct {
 
 func (x *ShipRequest) Reset() {
 	*x = ShipRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[3]
+	mi := &file_peer_v1_chain_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +367,7 @@ func (x *ShipRequest) String() string {
 func (*ShipRequest) ProtoMessage() {}
 
 func (x *ShipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[3]
+	mi := &file_peer_v1_chain_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +380,7 @@ func (x *ShipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipRequest.ProtoReflect.Descriptor instead.
 func (*ShipRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{3}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShipRequest) GetKeyspace() string {
@@ -349,7 +457,7 @@ type ShipResponse struct {
 
 func (x *ShipResponse) Reset() {
 	*x = ShipResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[4]
+	mi := &file_peer_v1_chain_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +469,7 @@ func (x *ShipResponse) String() string {
 func (*ShipResponse) ProtoMessage() {}
 
 func (x *ShipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[4]
+	mi := &file_peer_v1_chain_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +482,7 @@ func (x *ShipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShipResponse.ProtoReflect.Descriptor instead.
 func (*ShipResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{4}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShipResponse) GetNextSeq() uint64 {
@@ -415,7 +523,7 @@ type SiteDigestRequest struct {
 
 func (x *SiteDigestRequest) Reset() {
 	*x = SiteDigestRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[5]
+	mi := &file_peer_v1_chain_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +535,7 @@ func (x *SiteDigestRequest) String() string {
 func (*SiteDigestRequest) ProtoMessage() {}
 
 func (x *SiteDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[5]
+	mi := &file_peer_v1_chain_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +548,7 @@ func (x *SiteDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteDigestRequest.ProtoReflect.Descriptor instead.
 func (*SiteDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{5}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SiteDigestRequest) GetKeyspace() string {
@@ -468,7 +576,7 @@ type SiteDigestResponse struct {
 
 func (x *SiteDigestResponse) Reset() {
 	*x = SiteDigestResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[6]
+	mi := &file_peer_v1_chain_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +588,7 @@ func (x *SiteDigestResponse) String() string {
 func (*SiteDigestResponse) ProtoMessage() {}
 
 func (x *SiteDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[6]
+	mi := &file_peer_v1_chain_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +601,7 @@ func (x *SiteDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SiteDigestResponse.ProtoReflect.Descriptor instead.
 func (*SiteDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{6}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SiteDigestResponse) GetSlots() []uint64 {
@@ -529,7 +637,7 @@ type RepairShardRequest struct {
 
 func (x *RepairShardRequest) Reset() {
 	*x = RepairShardRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[7]
+	mi := &file_peer_v1_chain_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +649,7 @@ func (x *RepairShardRequest) String() string {
 func (*RepairShardRequest) ProtoMessage() {}
 
 func (x *RepairShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[7]
+	mi := &file_peer_v1_chain_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +662,7 @@ func (x *RepairShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairShardRequest.ProtoReflect.Descriptor instead.
 func (*RepairShardRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{7}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RepairShardRequest) GetKeyspace() string {
@@ -594,7 +702,7 @@ type RepairShardResponse struct {
 
 func (x *RepairShardResponse) Reset() {
 	*x = RepairShardResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[8]
+	mi := &file_peer_v1_chain_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +714,7 @@ func (x *RepairShardResponse) String() string {
 func (*RepairShardResponse) ProtoMessage() {}
 
 func (x *RepairShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[8]
+	mi := &file_peer_v1_chain_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +727,7 @@ func (x *RepairShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairShardResponse.ProtoReflect.Descriptor instead.
 func (*RepairShardResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{8}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RepairShardResponse) GetApplied() uint64 {
@@ -638,7 +746,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_peer_v1_chain_proto_msgTypes[9]
+	mi := &file_peer_v1_chain_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +758,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[9]
+	mi := &file_peer_v1_chain_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +771,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{9}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PingRequest) GetFromSite() string {
@@ -688,7 +796,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_peer_v1_chain_proto_msgTypes[10]
+	mi := &file_peer_v1_chain_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +808,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_v1_chain_proto_msgTypes[10]
+	mi := &file_peer_v1_chain_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +821,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_peer_v1_chain_proto_rawDescGZIP(), []int{10}
+	return file_peer_v1_chain_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PingResponse) GetSite() string {
@@ -748,7 +856,17 @@ var File_peer_v1_chain_proto protoreflect.FileDescriptor
 
 const file_peer_v1_chain_proto_rawDesc = "" +
 	"\n" +
-	"\x13peer/v1/chain.proto\x12\x10causeway.peer.v1\x1a\x15peer/v1/command.proto\"r\n" +
+	"\x13peer/v1/chain.proto\x12\x10causeway.peer.v1\x1a\x15peer/v1/command.proto\"D\n" +
+	"\x10JoinMarksRequest\x12\x1a\n" +
+	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\"\xac\x01\n" +
+	"\x11JoinMarksResponse\x12D\n" +
+	"\x05marks\x18\x01 \x03(\v2..causeway.peer.v1.JoinMarksResponse.MarksEntryR\x05marks\x12\x17\n" +
+	"\amax_hlc\x18\x02 \x01(\x04R\x06maxHlc\x1a8\n" +
+	"\n" +
+	"MarksEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"r\n" +
 	"\x12WaitAppliedRequest\x12\x1a\n" +
 	"\bkeyspace\x18\x01 \x01(\tR\bkeyspace\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x10\n" +
@@ -800,14 +918,15 @@ const file_peer_v1_chain_proto_rawDesc = "" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12!\n" +
 	"\fsite_removed\x18\x03 \x01(\bR\vsiteRemoved\x12'\n" +
-	"\x0fremoved_version\x18\x04 \x01(\x04R\x0eremovedVersion2\xa1\x03\n" +
+	"\x0fremoved_version\x18\x04 \x01(\x04R\x0eremovedVersion2\xf7\x03\n" +
 	"\x05Chain\x12E\n" +
 	"\x04Ship\x12\x1d.causeway.peer.v1.ShipRequest\x1a\x1e.causeway.peer.v1.ShipResponse\x12W\n" +
 	"\n" +
 	"SiteDigest\x12#.causeway.peer.v1.SiteDigestRequest\x1a$.causeway.peer.v1.SiteDigestResponse\x12U\n" +
 	"\x06Repair\x12$.causeway.peer.v1.RepairShardRequest\x1a%.causeway.peer.v1.RepairShardResponse\x12E\n" +
 	"\x04Ping\x12\x1d.causeway.peer.v1.PingRequest\x1a\x1e.causeway.peer.v1.PingResponse\x12Z\n" +
-	"\vWaitApplied\x12$.causeway.peer.v1.WaitAppliedRequest\x1a%.causeway.peer.v1.WaitAppliedResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
+	"\vWaitApplied\x12$.causeway.peer.v1.WaitAppliedRequest\x1a%.causeway.peer.v1.WaitAppliedResponse\x12T\n" +
+	"\tJoinMarks\x12\".causeway.peer.v1.JoinMarksRequest\x1a#.causeway.peer.v1.JoinMarksResponseB:Z8github.com/causeway-db/causeway/api/proto/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_peer_v1_chain_proto_rawDescOnce sync.Once
@@ -821,43 +940,49 @@ func file_peer_v1_chain_proto_rawDescGZIP() []byte {
 	return file_peer_v1_chain_proto_rawDescData
 }
 
-var file_peer_v1_chain_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_peer_v1_chain_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_peer_v1_chain_proto_goTypes = []any{
-	(*WaitAppliedRequest)(nil),  // 0: causeway.peer.v1.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil), // 1: causeway.peer.v1.WaitAppliedResponse
-	(*OriginProgress)(nil),      // 2: causeway.peer.v1.OriginProgress
-	(*ShipRequest)(nil),         // 3: causeway.peer.v1.ShipRequest
-	(*ShipResponse)(nil),        // 4: causeway.peer.v1.ShipResponse
-	(*SiteDigestRequest)(nil),   // 5: causeway.peer.v1.SiteDigestRequest
-	(*SiteDigestResponse)(nil),  // 6: causeway.peer.v1.SiteDigestResponse
-	(*RepairShardRequest)(nil),  // 7: causeway.peer.v1.RepairShardRequest
-	(*RepairShardResponse)(nil), // 8: causeway.peer.v1.RepairShardResponse
-	(*PingRequest)(nil),         // 9: causeway.peer.v1.PingRequest
-	(*PingResponse)(nil),        // 10: causeway.peer.v1.PingResponse
-	(*Replicate)(nil),           // 11: causeway.peer.v1.Replicate
-	(*RepairRecords)(nil),       // 12: causeway.peer.v1.RepairRecords
+	(*JoinMarksRequest)(nil),    // 0: causeway.peer.v1.JoinMarksRequest
+	(*JoinMarksResponse)(nil),   // 1: causeway.peer.v1.JoinMarksResponse
+	(*WaitAppliedRequest)(nil),  // 2: causeway.peer.v1.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil), // 3: causeway.peer.v1.WaitAppliedResponse
+	(*OriginProgress)(nil),      // 4: causeway.peer.v1.OriginProgress
+	(*ShipRequest)(nil),         // 5: causeway.peer.v1.ShipRequest
+	(*ShipResponse)(nil),        // 6: causeway.peer.v1.ShipResponse
+	(*SiteDigestRequest)(nil),   // 7: causeway.peer.v1.SiteDigestRequest
+	(*SiteDigestResponse)(nil),  // 8: causeway.peer.v1.SiteDigestResponse
+	(*RepairShardRequest)(nil),  // 9: causeway.peer.v1.RepairShardRequest
+	(*RepairShardResponse)(nil), // 10: causeway.peer.v1.RepairShardResponse
+	(*PingRequest)(nil),         // 11: causeway.peer.v1.PingRequest
+	(*PingResponse)(nil),        // 12: causeway.peer.v1.PingResponse
+	nil,                         // 13: causeway.peer.v1.JoinMarksResponse.MarksEntry
+	(*Replicate)(nil),           // 14: causeway.peer.v1.Replicate
+	(*RepairRecords)(nil),       // 15: causeway.peer.v1.RepairRecords
 }
 var file_peer_v1_chain_proto_depIdxs = []int32{
-	11, // 0: causeway.peer.v1.ShipRequest.updates:type_name -> causeway.peer.v1.Replicate
-	2,  // 1: causeway.peer.v1.ShipRequest.known:type_name -> causeway.peer.v1.OriginProgress
-	2,  // 2: causeway.peer.v1.ShipResponse.known:type_name -> causeway.peer.v1.OriginProgress
-	2,  // 3: causeway.peer.v1.SiteDigestResponse.origins:type_name -> causeway.peer.v1.OriginProgress
-	12, // 4: causeway.peer.v1.RepairShardRequest.repair:type_name -> causeway.peer.v1.RepairRecords
-	3,  // 5: causeway.peer.v1.Chain.Ship:input_type -> causeway.peer.v1.ShipRequest
-	5,  // 6: causeway.peer.v1.Chain.SiteDigest:input_type -> causeway.peer.v1.SiteDigestRequest
-	7,  // 7: causeway.peer.v1.Chain.Repair:input_type -> causeway.peer.v1.RepairShardRequest
-	9,  // 8: causeway.peer.v1.Chain.Ping:input_type -> causeway.peer.v1.PingRequest
-	0,  // 9: causeway.peer.v1.Chain.WaitApplied:input_type -> causeway.peer.v1.WaitAppliedRequest
-	4,  // 10: causeway.peer.v1.Chain.Ship:output_type -> causeway.peer.v1.ShipResponse
-	6,  // 11: causeway.peer.v1.Chain.SiteDigest:output_type -> causeway.peer.v1.SiteDigestResponse
-	8,  // 12: causeway.peer.v1.Chain.Repair:output_type -> causeway.peer.v1.RepairShardResponse
-	10, // 13: causeway.peer.v1.Chain.Ping:output_type -> causeway.peer.v1.PingResponse
-	1,  // 14: causeway.peer.v1.Chain.WaitApplied:output_type -> causeway.peer.v1.WaitAppliedResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	13, // 0: causeway.peer.v1.JoinMarksResponse.marks:type_name -> causeway.peer.v1.JoinMarksResponse.MarksEntry
+	14, // 1: causeway.peer.v1.ShipRequest.updates:type_name -> causeway.peer.v1.Replicate
+	4,  // 2: causeway.peer.v1.ShipRequest.known:type_name -> causeway.peer.v1.OriginProgress
+	4,  // 3: causeway.peer.v1.ShipResponse.known:type_name -> causeway.peer.v1.OriginProgress
+	4,  // 4: causeway.peer.v1.SiteDigestResponse.origins:type_name -> causeway.peer.v1.OriginProgress
+	15, // 5: causeway.peer.v1.RepairShardRequest.repair:type_name -> causeway.peer.v1.RepairRecords
+	5,  // 6: causeway.peer.v1.Chain.Ship:input_type -> causeway.peer.v1.ShipRequest
+	7,  // 7: causeway.peer.v1.Chain.SiteDigest:input_type -> causeway.peer.v1.SiteDigestRequest
+	9,  // 8: causeway.peer.v1.Chain.Repair:input_type -> causeway.peer.v1.RepairShardRequest
+	11, // 9: causeway.peer.v1.Chain.Ping:input_type -> causeway.peer.v1.PingRequest
+	2,  // 10: causeway.peer.v1.Chain.WaitApplied:input_type -> causeway.peer.v1.WaitAppliedRequest
+	0,  // 11: causeway.peer.v1.Chain.JoinMarks:input_type -> causeway.peer.v1.JoinMarksRequest
+	6,  // 12: causeway.peer.v1.Chain.Ship:output_type -> causeway.peer.v1.ShipResponse
+	8,  // 13: causeway.peer.v1.Chain.SiteDigest:output_type -> causeway.peer.v1.SiteDigestResponse
+	10, // 14: causeway.peer.v1.Chain.Repair:output_type -> causeway.peer.v1.RepairShardResponse
+	12, // 15: causeway.peer.v1.Chain.Ping:output_type -> causeway.peer.v1.PingResponse
+	3,  // 16: causeway.peer.v1.Chain.WaitApplied:output_type -> causeway.peer.v1.WaitAppliedResponse
+	1,  // 17: causeway.peer.v1.Chain.JoinMarks:output_type -> causeway.peer.v1.JoinMarksResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_peer_v1_chain_proto_init() }
@@ -872,7 +997,7 @@ func file_peer_v1_chain_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_v1_chain_proto_rawDesc), len(file_peer_v1_chain_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

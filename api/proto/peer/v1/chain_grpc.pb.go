@@ -24,6 +24,7 @@ const (
 	Chain_Repair_FullMethodName      = "/causeway.peer.v1.Chain/Repair"
 	Chain_Ping_FullMethodName        = "/causeway.peer.v1.Chain/Ping"
 	Chain_WaitApplied_FullMethodName = "/causeway.peer.v1.Chain/WaitApplied"
+	Chain_JoinMarks_FullMethodName   = "/causeway.peer.v1.Chain/JoinMarks"
 )
 
 // ChainClient is the client API for Chain service.
@@ -49,6 +50,10 @@ type ChainClient interface {
 	// shard at this site applied every other site's writes up to an HLC: a
 	// session that moved here needs its causal past first.
 	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
+	// JoinMarks returns which sites marked their join repair of a shard
+	// done at this site (docs/adr/019): a site that joined a keyspace serves
+	// no read of it until every shard has the mark of every site it needs.
+	JoinMarks(ctx context.Context, in *JoinMarksRequest, opts ...grpc.CallOption) (*JoinMarksResponse, error)
 }
 
 type chainClient struct {
@@ -109,6 +114,16 @@ func (c *chainClient) WaitApplied(ctx context.Context, in *WaitAppliedRequest, o
 	return out, nil
 }
 
+func (c *chainClient) JoinMarks(ctx context.Context, in *JoinMarksRequest, opts ...grpc.CallOption) (*JoinMarksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinMarksResponse)
+	err := c.cc.Invoke(ctx, Chain_JoinMarks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChainServer is the server API for Chain service.
 // All implementations must embed UnimplementedChainServer
 // for forward compatibility.
@@ -132,6 +147,10 @@ type ChainServer interface {
 	// shard at this site applied every other site's writes up to an HLC: a
 	// session that moved here needs its causal past first.
 	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
+	// JoinMarks returns which sites marked their join repair of a shard
+	// done at this site (docs/adr/019): a site that joined a keyspace serves
+	// no read of it until every shard has the mark of every site it needs.
+	JoinMarks(context.Context, *JoinMarksRequest) (*JoinMarksResponse, error)
 	mustEmbedUnimplementedChainServer()
 }
 
@@ -156,6 +175,9 @@ func (UnimplementedChainServer) Ping(context.Context, *PingRequest) (*PingRespon
 }
 func (UnimplementedChainServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WaitApplied not implemented")
+}
+func (UnimplementedChainServer) JoinMarks(context.Context, *JoinMarksRequest) (*JoinMarksResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method JoinMarks not implemented")
 }
 func (UnimplementedChainServer) mustEmbedUnimplementedChainServer() {}
 func (UnimplementedChainServer) testEmbeddedByValue()               {}
@@ -268,6 +290,24 @@ func _Chain_WaitApplied_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Chain_JoinMarks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinMarksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChainServer).JoinMarks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Chain_JoinMarks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChainServer).JoinMarks(ctx, req.(*JoinMarksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Chain_ServiceDesc is the grpc.ServiceDesc for Chain service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -294,6 +334,10 @@ var Chain_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitApplied",
 			Handler:    _Chain_WaitApplied_Handler,
+		},
+		{
+			MethodName: "JoinMarks",
+			Handler:    _Chain_JoinMarks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1003,7 +1003,13 @@ type RepairRecords struct {
 	// progress when it read them).
 	Origins []*RepairProgressMark `protobuf:"bytes,2,rep,name=origins,proto3" json:"origins,omitempty"`
 	// As Replicate.local_hlc.
-	LocalHlc      uint64 `protobuf:"varint,3,opt,name=local_hlc,json=localHlc,proto3" json:"local_hlc,omitempty"`
+	LocalHlc uint64 `protobuf:"varint,3,opt,name=local_hlc,json=localHlc,proto3" json:"local_hlc,omitempty"`
+	// Set on the last command of a join repair (docs/adr/019): site
+	// join_from has sent every version of the shard this site needs from it
+	// for this site's join of the keyspace at configuration version
+	// join_version. The shard keeps the mark (its join marks).
+	JoinFrom      string `protobuf:"bytes,4,opt,name=join_from,json=joinFrom,proto3" json:"join_from,omitempty"`
+	JoinVersion   uint64 `protobuf:"varint,5,opt,name=join_version,json=joinVersion,proto3" json:"join_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1061,20 @@ func (x *RepairRecords) GetOrigins() []*RepairProgressMark {
 func (x *RepairRecords) GetLocalHlc() uint64 {
 	if x != nil {
 		return x.LocalHlc
+	}
+	return 0
+}
+
+func (x *RepairRecords) GetJoinFrom() string {
+	if x != nil {
+		return x.JoinFrom
+	}
+	return ""
+}
+
+func (x *RepairRecords) GetJoinVersion() uint64 {
+	if x != nil {
+		return x.JoinVersion
 	}
 	return 0
 }
@@ -1269,11 +1289,13 @@ const file_peer_v1_command_proto_rawDesc = "" +
 	"\x06Stable\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
-	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\"\xa6\x01\n" +
+	"\x03hlc\x18\x03 \x01(\x04R\x03hlc\"\xe6\x01\n" +
 	"\rRepairRecords\x128\n" +
 	"\arecords\x18\x01 \x03(\v2\x1e.causeway.peer.v1.RepairRecordR\arecords\x12>\n" +
 	"\aorigins\x18\x02 \x03(\v2$.causeway.peer.v1.RepairProgressMarkR\aorigins\x12\x1b\n" +
-	"\tlocal_hlc\x18\x03 \x01(\x04R\blocalHlc\"z\n" +
+	"\tlocal_hlc\x18\x03 \x01(\x04R\blocalHlc\x12\x1b\n" +
+	"\tjoin_from\x18\x04 \x01(\tR\bjoinFrom\x12!\n" +
+	"\fjoin_version\x18\x05 \x01(\x04R\vjoinVersion\"z\n" +
 	"\fRepairRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
