@@ -162,10 +162,27 @@ type stream struct {
 	// this site's writes (cleared once it caught up): the lag's age.
 	behindSince map[string]time.Time
 	changed     chan struct{} // closed when known changes
+	// serving counts the Ship calls of this stream this node handles now
+	// (as its receiver), gapWaits those of them that wait for an earlier
+	// batch (Service.waitEarlier); served is closed, and replaced,
+	// whenever either changes.
+	serving, gapWaits int
+	served            chan struct{}
+}
+
+// serveChange adds d to the stream's calls under way and g to those that
+// wait for an earlier batch, and wakes the calls that wait for either.
+func (st *stream) serveChange(d, g int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.serving += d
+	st.gapWaits += g
+	close(st.served)
+	st.served = make(chan struct{})
 }
 
 func newStream() *stream {
-	return &stream{mu: lockorder.Mutex{Rank: rankStream, Name: "geo stream"}, known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, behindSince: map[string]time.Time{}, changed: make(chan struct{})}
+	return &stream{mu: lockorder.Mutex{Rank: rankStream, Name: "geo stream"}, known: map[string]storage.Progress{}, links: newLinks(), probed: map[string]bool{}, lastSent: map[string]time.Time{}, behindSince: map[string]time.Time{}, changed: make(chan struct{}), served: make(chan struct{})}
 }
 
 // noteKnown merges progress reports (the reporter's own progress is

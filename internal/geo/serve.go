@@ -74,6 +74,8 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	}
 	k := streamKey{sh, u.Origin}
 	st := s.stream(k)
+	st.serveChange(1, 0)
+	defer st.serveChange(-1, 0)
 	if req.StableSeq > 0 || req.StableHlc > 0 {
 		st.mu.Lock()
 		st.stable = maxProgress(st.stable, storage.Progress{Seq: req.StableSeq, HLC: req.StableHlc})
@@ -129,7 +131,7 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 		// for it, as for a dependency. If it does not come, nothing of
 		// this batch is applied and the sender resends from the progress
 		// in the answer.
-		p = s.waitOrigin(ctx, g, u.Origin, writes[0].Seq-1, deadline)
+		p = s.waitEarlier(ctx, g, st, u.Origin, writes[0].Seq-1, deadline)
 		for len(writes) > 0 && writes[0].Seq <= p.Seq {
 			writes = writes[1:]
 		}
@@ -182,15 +184,39 @@ func (s *Service) Ship(ctx context.Context, req *peerv1.ShipRequest) (*peerv1.Sh
 	return resp, nil
 }
 
-// waitOrigin waits until g applied origin's updates up to seq, or
-// deadline passes, and returns origin's progress.
-func (s *Service) waitOrigin(ctx context.Context, g *shard.Group, origin string, seq uint64, deadline time.Time) storage.Progress {
+// earlierGrace is how long a batch that overtook an earlier one of its
+// stream waits for that batch's call to reach this node before it counts
+// it lost (the sender sent it first, on the same connection).
+const earlierGrace = 100 * time.Millisecond
+
+// waitEarlier waits until g applied origin's updates up to seq (an
+// earlier batch of the stream, in flight from the same sender), or
+// deadline passes, and returns origin's progress. It stops waiting once
+// no call of the stream that could apply the earlier updates is being
+// handled here (after earlierGrace for one to arrive): every other call
+// under way waits for an earlier batch too, so the earlier batch ended
+// short of seq (its dependencies were late) or was lost, and only the
+// sender can send the gap again. Waiting on to the deadline held the
+// sender's whole window of batches, and every stream whose writes depend
+// on this one's with it (docs/adr/018, "Batches in flight").
+func (s *Service) waitEarlier(ctx context.Context, g *shard.Group, st *stream, origin string, seq uint64, deadline time.Time) storage.Progress {
+	st.serveChange(0, 1)
+	defer st.serveChange(0, -1)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
+	grace := time.NewTimer(earlierGrace)
+	defer grace.Stop()
+	graced := false
 	for {
 		geo := g.Geo()
 		p := geo.Origins[origin]
 		if p.Seq >= seq {
+			return p
+		}
+		st.mu.Lock()
+		filling, served := st.serving-st.gapWaits, st.served
+		st.mu.Unlock()
+		if filling <= 0 && graced {
 			return p
 		}
 		select {
@@ -199,6 +225,9 @@ func (s *Service) waitOrigin(ctx context.Context, g *shard.Group, origin string,
 		case <-t.C:
 			return p
 		case <-geo.Changed:
+		case <-served:
+		case <-grace.C:
+			graced = true
 		}
 	}
 }
