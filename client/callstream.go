@@ -192,17 +192,22 @@ type callStream struct {
 }
 
 // openCallStream opens a stream, waiting for the connection at most as
-// long as ctx allows (10 s without a deadline), and starts its receive
-// goroutine, which wg counts.
+// long as ctx allows (until it ends, 10 s without a deadline), and starts
+// its receive goroutine, which wg counts. The stream outlives ctx (it
+// carries later calls), but its opening does not: a call whose context
+// ends (canceled by its caller, or by watchNode when the node answers no
+// probe) while the connection is still being made must not wait on.
 func openCallStream(ctx context.Context, kv kvv1.KVClient, wg *sync.WaitGroup) (*callStream, error) {
 	sctx, cancel := context.WithCancelCause(context.Background())
-	wait := 10 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
+	wctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(ctx, 10*time.Second)
+		defer wcancel()
 	}
-	timer := time.AfterFunc(wait, func() { cancel(nil) })
+	stop := context.AfterFunc(wctx, func() { cancel(nil) })
 	stream, err := kv.Stream(sctx)
-	if !timer.Stop() && err == nil {
+	if !stop() && err == nil {
 		err = fmt.Errorf("open call stream: %w", context.DeadlineExceeded)
 	}
 	if err != nil {

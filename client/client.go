@@ -64,6 +64,8 @@ type Client struct {
 	streamsMu sync.Mutex
 	streams   []*streamKV // every connection's call stream, to end on Close
 
+	start starter // the pick of the endpoint to start with (start.go)
+
 	mu struct {
 		sync.Mutex
 		session *causal.Session
@@ -71,8 +73,9 @@ type Client struct {
 	}
 }
 
-// New returns a client for cfg. It does not wait for connections: they are
-// made by the first calls. ctx is not retained.
+// New returns a client for cfg. It dials every endpoint at once but does
+// not wait for the connections: the first calls wait until one is ready
+// (see Config.Endpoints). ctx is not retained.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -137,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.sites = make([]atomic.Pointer[string], len(cfg.Endpoints))
 	c.fullNext.Store(len(cfg.SessionToken) > 0)
+	c.startPick()
 	return c, nil
 }
 
@@ -147,6 +151,7 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.stopPick()
 	return c.closeConns()
 }
 
@@ -390,6 +395,11 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 		return invalidArgument("keyspace %s is not valid UTF-8", strconv.QuoteToASCII(truncate(o.keyspace, maxQuotedKeyspace)))
 	}
 	n := len(c.cfg.Endpoints)
+	if pinned < 0 {
+		if err := c.waitStart(ctx); err != nil {
+			return err
+		}
+	}
 	failovers := 0
 	// stay is, once an attempt of a mutation may have reached a node, the
 	// site of that node: the mutation may be applied there, and only a
@@ -454,13 +464,7 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			// The next attempt, of this call or of the next one when this
 			// one does not retry, goes to the next endpoint.
 			if c.cur.CompareAndSwap(int64(ep), int64(next)) {
-				c.fullNext.Store(true)
-				if c.routes != nil {
-					c.routes.reset()
-				}
-				if c.cfg.FailbackAfter > 0 && next != 0 {
-					c.failback.Store(time.Now().Add(c.cfg.FailbackAfter).UnixNano())
-				}
+				c.movedTo(next)
 			}
 			c.log.Debug("client: failing over", "from", c.cfg.Endpoints[ep], "to", c.cfg.Endpoints[next], "err", err)
 		}
@@ -489,6 +493,20 @@ func (c *Client) invoke(ctx context.Context, o callOptions, call func(ctx contex
 			return callError(err, cut, answered, ended, attempt+1, time.Since(start))
 		case <-t.C:
 		}
+	}
+}
+
+// movedTo does what follows the move of the calls to endpoint ep (a
+// failover, or the pick of the endpoint to start with): the next request
+// carries the whole session, the routes of the old endpoint's site go,
+// and the client goes back to the first endpoint FailbackAfter later.
+func (c *Client) movedTo(ep int) {
+	c.fullNext.Store(true)
+	if c.routes != nil {
+		c.routes.reset()
+	}
+	if c.cfg.FailbackAfter > 0 && ep != 0 {
+		c.failback.Store(time.Now().Add(c.cfg.FailbackAfter).UnixNano())
 	}
 }
 

@@ -295,32 +295,58 @@ func TestFailover(t *testing.T) {
 
 // TestBareConfigRetriesAndFailsOver: a Config with only Endpoints set
 // retries and fails over as DefaultConfig does (a zero MaxRetries once
-// meant no retry: every call through a dead first endpoint failed), and
-// with NoRetries the call that met the dead endpoint fails but the next
-// one goes to the next endpoint.
+// meant no retry: every call through a failing first endpoint failed),
+// and with NoRetries the call that met the failing endpoint fails but the
+// next one goes to the next endpoint. (A first endpoint that is down from
+// the start gets no call at all: TestFirstCallSkipsASilentFirstEndpoint.)
 func TestBareConfigRetriesAndFailsOver(t *testing.T) {
+	first, firstAddr := startFake(t)
 	_, addr := startFake(t)
-	dead := clienttest.DeadAddr(t)
 	ctx := context.Background()
-	c, err := New(ctx, Config{Endpoints: []string{dead, addr}})
+	c, err := New(ctx, Config{Endpoints: []string{firstAddr, addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	first.FailNextData(codes.Unavailable)
 	if _, err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
-		t.Fatalf("Put with a dead first endpoint and a bare Config: %v", err)
+		t.Fatalf("Put with a failing first endpoint and a bare Config: %v", err)
 	}
 
-	nr, err := New(ctx, Config{Endpoints: []string{dead, addr}, MaxRetries: NoRetries})
+	nr, err := New(ctx, Config{Endpoints: []string{firstAddr, addr}, MaxRetries: NoRetries})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nr.Close()
+	first.FailNextData(codes.Unavailable)
 	if _, err := nr.Put(ctx, []byte("k"), []byte("v")); status.Code(err) != codes.Unavailable {
-		t.Fatalf("Put without retries through a dead endpoint: %v, want Unavailable", err)
+		t.Fatalf("Put without retries through a failing endpoint: %v, want Unavailable", err)
 	}
 	if _, err := nr.Put(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatalf("the next Put without retries: %v; want it sent to the live endpoint", err)
+	}
+}
+
+// TestDeadFirstEndpointGetsNoCall: a first endpoint where nothing listens
+// fails its connection at once; the first call starts at the next one.
+func TestDeadFirstEndpointGetsNoCall(t *testing.T) {
+	_, addr := startFake(t)
+	dead := clienttest.DeadAddr(t)
+	var rec targets
+	cfg := DefaultConfig()
+	cfg.Endpoints = []string{dead, addr}
+	cfg.MaxRetries = NoRetries
+	cfg.DialOptions = rec.dialOptions()
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(context.Background(), []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("Put without retries, with a dead first endpoint: %v", err)
+	}
+	if rec.saw(dead) {
+		t.Fatalf("calls were sent to the dead first endpoint: %v", rec.all)
 	}
 }
 

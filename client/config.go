@@ -24,6 +24,14 @@ type Config struct {
 	// tries the first endpoint again FailbackAfter after failing over. A
 	// mutation that may have reached a node is retried only on endpoints
 	// of that node's site (see the package documentation).
+	//
+	// New dials every endpoint at once, and the first calls start at the
+	// first endpoint, in this order, whose connection is ready: one that
+	// could not connect, or is still connecting 300 ms (or, if longer, as
+	// long again as a later one took) after a later one was ready, is
+	// passed over as by a failover, without a call. A node that takes
+	// connections and answers nothing (stopped with SIGSTOP, hung) then
+	// costs the first call about 300 ms rather than a status probe (2 s).
 	Endpoints []string
 
 	// FailbackAfter is how long after a failover the client goes back to
@@ -35,8 +43,9 @@ type Config struct {
 	// with WithKeyspace. Empty means DefaultKeyspace.
 	Keyspace string
 
-	// DialTimeout bounds one connection attempt to an endpoint. Zero means
-	// the DefaultConfig value.
+	// DialTimeout bounds one connection attempt to an endpoint, and so
+	// how long the first calls wait for an endpoint's connection to be
+	// ready (see Endpoints). Zero means the DefaultConfig value.
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds one attempt of a call (a retried call makes

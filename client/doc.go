@@ -41,7 +41,14 @@
 //     far over the node's limit) fails INVALID_ARGUMENT after one attempt,
 //     with a message that gives the limits: every retry would send it in
 //     vain.
-//   - Endpoint failover. When an endpoint is unavailable the client moves to
+//   - Endpoint failover. New dials every endpoint at once; the first
+//     calls wait until one is ready and start at the first, in the
+//     configured order, whose connection is ready, once every endpoint
+//     before it could not connect or is still connecting a while (at
+//     least 300 ms) after it was ready: a node that takes connections and
+//     answers nothing gets no call (a call whose context ends first fails
+//     with its context's code, naming each endpoint and how far its
+//     connection got). When an endpoint is unavailable the client moves to
 //     the next one and stays there until that one fails in turn. An
 //     attempt that runs out of time without an answer also moves it. A
 //     read (Get, BatchGet, Scan, ScanAll, History, GetTxn) that may go to

@@ -97,6 +97,21 @@ func DeadAddr(tb testing.TB) string {
 	return addr
 }
 
+// SilentAddr returns a loopback address that takes connections and
+// answers nothing, as a node stopped with SIGSTOP does: the kernel
+// completes each TCP handshake, but nobody accepts the connection, so a
+// gRPC connection to it never gets ready. It stops listening when the
+// test ends.
+func SilentAddr(tb testing.TB) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { lis.Close() })
+	return lis.Addr().String()
+}
+
 // Addr returns the fake's client address.
 func (s *Server) Addr() string { return s.addr }
 

@@ -15,4 +15,8 @@
 // SetDrainStep replicas off every draining member, so that code waiting
 // for a drain to finish can be tested. RecoverShard reports on and
 // recovers the shards of SetShards that have no leader.
+//
+// DeadAddr and SilentAddr give endpoints of a node that is down: one
+// where nothing listens (connections are refused) and one that takes
+// connections and never answers (a node stopped with SIGSTOP).
 package clienttest

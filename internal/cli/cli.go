@@ -270,7 +270,10 @@ func (a *app) clientConfig() client.Config {
 	cfg.Endpoints = a.endpointList()
 	cfg.Keyspace = a.keyspace
 	if a.timeout > 0 {
-		cfg.DialTimeout = a.timeout
+		// A connection may take the whole command; a little longer, so
+		// that a command whose endpoints never answer ends by its own
+		// deadline and says how far each connection got.
+		cfg.DialTimeout = a.timeout + time.Second
 		// Leave time to fail over from a node that hangs.
 		cfg.RequestTimeout = a.timeout
 		if len(cfg.Endpoints) > 1 {
@@ -315,6 +318,9 @@ func (a *app) withClientDeadline(cmd *cobra.Command, session bool, d time.Durati
 	}
 	c, err := client.New(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil && d > 0 {
+			return fmt.Errorf("the command's deadline (--timeout %v) passed before it could start: %w", d, err)
+		}
 		return err
 	}
 	defer c.Close()

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -169,6 +172,38 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
+// TestEveryHelpExitsZeroAndReads: every command's --help exits 0 and its
+// text holds no escape sequence a raw string literal printed as is ("the\n"
+// in the middle of a sentence of cluster repair's help); a quoted example
+// may show one ("echo hi | kvctl put k" stores "hi\n").
+func TestEveryHelpExitsZeroAndReads(t *testing.T) {
+	var paths [][]string
+	var walk func(path []string, cmd *cobra.Command)
+	walk = func(path []string, cmd *cobra.Command) {
+		paths = append(paths, path)
+		for _, sub := range cmd.Commands() {
+			if sub.Name() != "help" {
+				walk(append(slices.Clone(path), sub.Name()), sub)
+			}
+		}
+	}
+	walk(nil, (&app{env: Env{Getenv: func(string) string { return "" }}}).rootCommand())
+	quoted := regexp.MustCompile(`"[^"\n]*"`)
+	for _, path := range paths {
+		r := kvctl(t, "", nil, append(path, "--help")...)
+		if r.code != ExitOK || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("kvctl %s --help: exit %d, stderr %q", strings.Join(path, " "), r.code, r.stderr)
+			continue
+		}
+		if text := quoted.ReplaceAllString(r.stdout, ""); strings.Contains(text, `\n`) || strings.Contains(text, `\t`) {
+			t.Errorf("kvctl %s --help prints an escape sequence:\n%s", strings.Join(path, " "), r.stdout)
+		}
+	}
+	if len(paths) < 20 {
+		t.Fatalf("walked %d commands: %v", len(paths), paths)
+	}
+}
+
 func TestExitCode(t *testing.T) {
 	wrap := func(c codes.Code) error { return fmt.Errorf("client: get: %w", status.Error(c, "boom")) }
 	tests := []struct {
@@ -221,6 +256,12 @@ func TestErrorMessage(t *testing.T) {
 	err := fmt.Errorf("client: get: %w", status.Error(codes.Unavailable, "connection refused\nretry later"))
 	if got, want := errorMessage(err), "get: connection refused retry later (Unavailable)"; got != want {
 		t.Fatalf("errorMessage = %q, want %q", got, want)
+	}
+	// A status of the client library itself: "get: client: the node ..."
+	// said the library's name twice.
+	err = fmt.Errorf("client: get: %w", status.Error(codes.Unavailable, "client: the node stopped answering"))
+	if got, want := errorMessage(err), "get: the node stopped answering (Unavailable); the endpoint took"; !strings.HasPrefix(got, want) {
+		t.Fatalf("errorMessage = %q, want it to start with %q", got, want)
 	}
 	if got := errorMessage(errors.New("plain")); got != "plain" {
 		t.Fatalf("errorMessage = %q", got)
@@ -391,6 +432,33 @@ func TestSessionFileIsADirectory(t *testing.T) {
 	}
 	checkErrLine(t, r, "session file "+dir+" is a directory; name a file with --session-file PATH")
 	checkErrLine(t, r, "--session-file none")
+}
+
+// TestSessionFileUnderAFile: a --session-file whose path goes through a
+// file (a typo, or a file where the configuration directory should be)
+// exited with code 5, as a server error does; it is a usage error, like a
+// session file that is a directory, found before any call.
+func TestSessionFileUnderAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(file, "session")
+	r := kvctl(t, "", nil, "--endpoints", "127.0.0.1:1", "--session-file", path, "get", "k")
+	if r.code != ExitUsage {
+		t.Fatalf("exit %d, want %d (%q)", r.code, ExitUsage, r.stderr)
+	}
+	checkErrLine(t, r, "session file "+path+": a part of its path is a file, not a directory")
+}
+
+// TestTimeoutOverBeforeTheStart: a --timeout that runs out before the
+// command starts said only "context deadline exceeded".
+func TestTimeoutOverBeforeTheStart(t *testing.T) {
+	r := kvctl(t, "", nil, "--endpoints", "127.0.0.1:1", "--timeout", "1ns", "get", "k")
+	if r.code != ExitUnavailable {
+		t.Fatalf("exit %d, want %d (%q)", r.code, ExitUnavailable, r.stderr)
+	}
+	checkErrLine(t, r, "the command's deadline (--timeout 1ns) passed before it could start")
 }
 
 func TestJSONBytes(t *testing.T) {

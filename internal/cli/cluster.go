@@ -39,13 +39,13 @@ func eachEndpoint[T any](ctx context.Context, c *client.Client, fn func(ctx cont
 // endpointsError summarises the failures of a per-node command: nil if
 // every endpoint answered, else the first failure (with its exit code).
 func endpointsError[T any](rs []nodeResult[T]) error {
-	var first error
+	var first *nodeResult[T]
 	failed := 0
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.err != nil {
 			failed++
 			if first == nil {
-				first = fmt.Errorf("%s: %w", r.endpoint, r.err)
+				first = &rs[i]
 			}
 		}
 	}
@@ -55,7 +55,7 @@ func endpointsError[T any](rs []nodeResult[T]) error {
 	case len(rs) == 1:
 		return rs[0].err
 	}
-	return withCode(ExitCode(first), fmt.Errorf("%d of %d endpoints failed; %s", failed, len(rs), errorMessage(first)))
+	return withCode(ExitCode(first.err), fmt.Errorf("%d of %d endpoints failed; %s: %s", failed, len(rs), first.endpoint, errorMessage(first.err)))
 }
 
 func (a *app) clusterCommand() *cobra.Command {

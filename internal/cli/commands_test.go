@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -159,6 +160,47 @@ func TestUnavailableExitCode(t *testing.T) {
 	mustOK(t, r)
 }
 
+// TestSilentFirstEndpointIsPassedOver: with a first endpoint that takes
+// connections and answers nothing (a node stopped with SIGSTOP), every
+// kvctl command, a new client each, sent its call there first and waited
+// for it to go unanswered: 5 s per get (the attempt's share of --timeout)
+// and 7 s per put, measured against a 3-node site of real processes. kvctl
+// dials every endpoint at once and starts at the first that answers, so
+// commands cost about what they cost without the silent node: here less,
+// for a put and a get together, than one status probe of a silent node
+// takes to give up on it.
+func TestSilentFirstEndpointIsPassedOver(t *testing.T) {
+	f := clienttest.Start(t)
+	eps := clienttest.SilentAddr(t) + "," + f.Addr() + "," + f.Addr()
+	start := time.Now()
+	mustOK(t, kvctl(t, "", nil, "--endpoints", eps, "--timeout", "1m", "put", "k", "v"))
+	if got := mustOK(t, kvctl(t, "", nil, "--endpoints", eps, "--timeout", "1m", "get", "k")).stdout; got != "v\n" {
+		t.Fatalf("get printed %q", got)
+	}
+	if took := time.Since(start); took >= 2*time.Second {
+		t.Fatalf("a put and a get with a silent first endpoint took %v: the silent endpoint was waited for", took)
+	}
+	if got := len(f.Sessions()); got != 2 {
+		t.Fatalf("the live endpoint served %d data calls, want the put and the get", got)
+	}
+}
+
+// TestAllEndpointsSilent: when no endpoint answers, a command fails
+// within --timeout with exit code 4 and one line naming each endpoint and
+// how far its connection got.
+func TestAllEndpointsSilent(t *testing.T) {
+	s1, dead := clienttest.SilentAddr(t), clienttest.DeadAddr(t)
+	start := time.Now()
+	r := kvctl(t, "", nil, "--endpoints", s1+","+dead, "--timeout", "500ms", "get", "k")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("get with no live endpoint and --timeout 500ms took %v", took)
+	}
+	if r.code != ExitUnavailable {
+		t.Fatalf("exit %d (%q), want %d", r.code, r.stderr, ExitUnavailable)
+	}
+	checkErrLine(t, r, s1+": connecting (no answer to the connection handshake yet); "+dead+": could not connect (DeadlineExceeded)")
+}
+
 func TestCas(t *testing.T) {
 	_, run := fakeKVCtl(t)
 	v1 := strings.TrimSpace(mustOK(t, run("", "cas", "k", "one", "--expect-absent")).stdout)
@@ -301,7 +343,10 @@ func TestClusterStatusAndSnapshot(t *testing.T) {
 		strings.Index(lines[2], "(error)") != strings.Index(lines[1], clienttest.NodeID) {
 		t.Fatalf("partial status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	checkErrLine(t, r, "1 of 3 endpoints failed")
+	checkErrLine(t, r, "1 of 3 endpoints failed; "+dead+": status: ") // not "client: status:"
+	if n := strings.Count(r.stderr, "no node listens at the endpoint"); n != 1 {
+		t.Errorf("the hint is given %d times: %q", n, r.stderr)
+	}
 
 	if got := mustOK(t, run("", "admin", "snapshot")).stdout; !strings.Contains(got, f.Addr()) || !strings.Contains(got, "  2\n") {
 		t.Fatalf("admin snapshot (all keyspaces) = %q", got)

@@ -111,17 +111,19 @@ func grpcStatus(err error) (*status.Status, error) {
 
 // errorMessage renders err as the one line kvctl prints: the gRPC status
 // text "rpc error: code = X desc = D" becomes "D (X)" and the client
-// library's "client: " prefix is dropped.
+// library's "client: " prefixes (of the error and of D) are dropped.
 func errorMessage(err error) string {
 	msg := err.Error()
 	if st, se := grpcStatus(err); st != nil {
 		if inner := se.Error(); strings.HasSuffix(msg, inner) {
-			msg = strings.TrimSuffix(msg, inner) + st.Message() + " (" + st.Code().String() + ")"
+			// The client library's own statuses ("client: the node
+			// stopped answering") carry its prefix too.
+			msg = strings.TrimSuffix(msg, inner) + strings.TrimPrefix(st.Message(), "client: ") + " (" + st.Code().String() + ")"
 		}
 	}
 	msg = strings.TrimPrefix(msg, "client: ")
-	if h := nextStep(msg); h != "" {
-		msg += "; " + h
+	if h := nextStep(msg); h != "" && !strings.Contains(msg, h) {
+		msg += "; " + h // once: a per-node command's message holds the node's
 	}
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg) // one line
 }
@@ -137,6 +139,12 @@ func nextStep(msg string) string {
 		// (A node's forward to another node that is down names that
 		// node's peer address: the endpoint itself works.)
 		return "no node listens at the endpoint: check --endpoints (a node's client address, kvd --client-addr) and that the node runs"
+	case (strings.Contains(msg, "error reading server preface") || strings.Contains(msg, "while waiting for connections to become ready") ||
+		strings.Contains(msg, "the node stopped answering")) && !strings.Contains(msg, "to forward the request"):
+		// Connections taken (by the kernel) but never answered: a node
+		// stopped with SIGSTOP, hung, or behind a link that drops its
+		// packets.
+		return "the endpoint took the connection but its node did not answer: it may be stopped or hung, or a link to it drops packets; check that the node runs and answers (kvd health --http-addr)"
 	case strings.Contains(msg, "no such host"), strings.Contains(msg, "name resolver error: produced zero addresses"):
 		return "the endpoint's host name does not resolve: check --endpoints"
 	case strings.Contains(msg, "unknown keyspace \"") && !strings.Contains(msg, "may not know every keyspace") && !strings.Contains(msg, "retry in a moment"):

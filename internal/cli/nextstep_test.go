@@ -37,3 +37,24 @@ func TestForwardRefusedIsNotANoNodeHint(t *testing.T) {
 		t.Fatalf("an endpoint that refuses connections gets %q", h)
 	}
 }
+
+// TestSilentEndpointNextStep: an endpoint whose node takes connections and
+// answers nothing (stopped with SIGSTOP) failed with gRPC's words only
+// ("error reading server preface", "context deadline exceeded while
+// waiting for connections to become ready"); kvctl says what they mean,
+// except of a node's forward to another node.
+func TestSilentEndpointNextStep(t *testing.T) {
+	for _, msg := range []string{
+		`get: connection error: desc = "error reading server preface: raw-read tcp 127.0.0.1:52522->127.0.0.1:7500: use of closed network connection" (the call made 6 attempts in 5.919s) (Unavailable)`,
+		`1 of 3 endpoints failed; 127.0.0.1:7500: status: context deadline exceeded while waiting for connections to become ready (the call made 2 attempts in 10.004s) (DeadlineExceeded)`,
+		`get: context deadline exceeded (the last answer before it: client: the node stopped answering (no answer to a status probe within 1s); the call made 5 attempts in 10s) (DeadlineExceeded)`,
+	} {
+		if h := nextStep(msg); !strings.Contains(h, "it may be stopped or hung") {
+			t.Errorf("nextStep(%q) = %q", msg, h)
+		}
+	}
+	msg := `put: router: node unavailable: the node could not connect to another node to forward the request: connection error: desc = "error reading server preface: EOF" (Unavailable)`
+	if h := nextStep(msg); h != "" {
+		t.Errorf("nextStep(%q) = %q", msg, h)
+	}
+}

@@ -28,7 +28,8 @@ this command is for after an incident. Give every node of the site as
 --endpoints to cover every shard; shards a node does not lead are skipped
 with a note. One line is printed per shard and site, then a total. Exits
 with code 4 if a shard-site pair could not be repaired (a site out of
-reach) or no endpoint leads its shard. Without --timeout the\nrepair may run for up to an hour.`,
+reach) or no endpoint leads its shard. Without --timeout the
+repair may run for up to an hour.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ro := client.RepairOptions{Keyspace: keyspace}

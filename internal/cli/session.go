@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/causeway-db/causeway/internal/causal"
 )
@@ -17,7 +18,7 @@ import (
 
 // loadSession reads the session token stored at path. A missing file is an
 // empty session; a corrupt one is an ExitUsage error telling the user to
-// delete it, and so is a directory.
+// delete it, and so is a directory, or a path through a file.
 func loadSession(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -26,6 +27,11 @@ func loadSession(path string) ([]byte, error) {
 	if err != nil {
 		if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
 			return nil, withCode(ExitUsage, fmt.Errorf("session file %s is a directory; name a file with --session-file PATH (or %s), or run without a session with --session-file none", path, EnvSessionFile))
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			// A file where the path needs a directory: the file could
+			// never be written either.
+			return nil, withCode(ExitUsage, fmt.Errorf("session file %s: a part of its path is a file, not a directory; name another file with --session-file PATH (or %s), or run without a session with --session-file none", path, EnvSessionFile))
 		}
 		return nil, fmt.Errorf("session file: %w; make it readable, name another file with --session-file PATH, or run without a session with --session-file none", err)
 	}
