@@ -72,6 +72,8 @@ BITES=(
   "clock-ahead|./internal/clustertest|^TestForgedTimestampsCannotMoveTheClock\$"
   "wal-length|./internal/wal|^TestTruncatedSegmentIsRefused\$"
   "wal-last-write|./internal/wal|^TestZeroedSectorBeforeTheLastWriteIsRefused\$"
+  "wal-write-marks|./internal/wal|^TestZeroedSectorOfAnEarlierWriteIsRefused\$"
+  "wal-write-marks|./internal/wal|^TestZeroedEndOfAnEarlierSegmentIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"

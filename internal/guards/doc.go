@@ -252,6 +252,15 @@ const (
 	// checkTail); off, they are taken for lost sectors of the interrupted
 	// last write, and every acknowledged record after them is cut off.
 	WALLastWrite
+	// WALWriteMarks refuses a write-ahead log whose damage a later write
+	// follows: a mark record that begins a write after it, or a valid
+	// record past the end of the write that holds it, or, in a segment
+	// before the last, the records of its last write ending early
+	// (internal/wal, checkTail and checkClean); off, zeroed sectors of an
+	// earlier, synced write within 1 MiB of the log's end are taken for
+	// lost sectors of the interrupted last write, and the acknowledged
+	// records after them are cut off.
+	WALWriteMarks
 	// TxnFresh takes a GetTxn's snapshot at the present, at least every
 	// HLC this site can have stamped when the call arrived
 	// (router.freshSnapshot); off, the snapshot is the smallest newest
@@ -315,6 +324,7 @@ var names = map[Guard]string{
 	ClockAhead:           "clock-ahead",
 	WALLength:            "wal-length",
 	WALLastWrite:         "wal-last-write",
+	WALWriteMarks:        "wal-write-marks",
 	LeaderHandOff:        "leader-hand-off",
 	RemoveReachable:      "remove-reachable",
 	SiteGone:             "site-gone",
@@ -335,7 +345,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate, WALWriteMarks}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -20,13 +20,10 @@ func damagedLog(t *testing.T) (dir, seg string, raw []byte, offs []int) {
 	t.Helper()
 	dir = t.TempDir()
 	w := open(t, testConfig(dir))
-	off := segHeaderLen
 	for i := uint64(1); i <= 40; i++ {
 		e := entry("g", i, 1)
 		e.Data = bytes.Repeat([]byte{byte('a' + i%26)}, 300)
 		store(t, w.Log("g"), []*raft.Log{e})
-		offs = append(offs, off)
-		off += len(appendEntry(nil, "g", e))
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -38,6 +35,10 @@ func damagedLog(t *testing.T) (dir, seg string, raw []byte, offs []int) {
 	raw, err := os.ReadFile(segs[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	lo := layout(t, raw)
+	for i := uint64(1); i <= 40; i++ {
+		offs = append(offs, entryAt(t, lo, "g", i).off)
 	}
 	return dir, segs[0], raw, offs
 }
@@ -99,7 +100,7 @@ func TestDamageBeforeValidRecordsIsRefused(t *testing.T) {
 	// A record of an earlier, synced write zeroed whole: it is not a lost
 	// part of the last write, which began after it was durable.
 	b = slices.Clone(raw)
-	clear(b[offs[7]:offs[8]])
+	clear(b[offs[7]:offs[8]]) // the record of entry 8 and the mark of the next write
 	d = t.TempDir()
 	if err := os.WriteFile(filepath.Join(d, filepath.Base(seg)), b, 0o600); err != nil {
 		t.Fatal(err)
@@ -132,9 +133,9 @@ func TestDamageInAnEarlierSegmentIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(appendEntry(nil, "g", &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{7}, 1000)}))
-	at := segHeaderLen + 3*n
-	clear(raw[at : at+n])
+	r := entryAt(t, layout(t, raw), "g", 4)
+	at := r.off
+	clear(raw[at : at+r.n])
 	if err := os.WriteFile(segs[0], raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -160,11 +161,7 @@ func TestValidRecordsInsideDataAreNotRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var enc []byte
-	for _, e := range entries("g", 1, 3, 1) {
-		enc = appendEntry(enc, "g", e)
-	}
-	last := segHeaderLen + len(enc)
+	last := entryAt(t, layout(t, raw), "g", 4).off
 	b := slices.Clone(raw)
 	b[last+headerLen+20] ^= 0x10 // damaged before the embedded record
 	if err := os.WriteFile(seg, b, 0o600); err != nil {

@@ -26,7 +26,12 @@
 // after it, or zeroed sectors of that last write, is an interrupted write
 // and is cut off with a warning. One fdatasync covers at most 1 MiB of
 // records (a larger record alone), so zeroed sectors that valid records
-// follow further than that are not part of the last write: ErrCorrupt. Damage that a valid record follows, in
+// follow further than that are not part of the last write: ErrCorrupt.
+// Each write begins with a mark record that numbers it and gives its
+// length, so zeroed sectors that a later write follows (its mark, or a
+// record past the end of the write that holds them) are not part of the
+// last write either, however close to the end: ErrCorrupt; Open marks
+// where it cut an interrupted write off. Damage that a valid record follows, in
 // the same segment or a later one, fails Open with ErrCorrupt naming the
 // segment and the offset. What follows the last good record of the last
 // segment is overwritten with zeros, so nothing stale can follow the

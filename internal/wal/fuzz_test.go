@@ -14,6 +14,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendEntry(nil, "ks/1", entry("ks/1", 7, 3)))
 	f.Add(appendEntry(nil, "", &raft.Log{Index: 1, Extensions: []byte{1}}))
 	f.Add(appendDelete(nil, "g", 3, 1<<63))
+	f.Add(appendMark(nil, 12, 4096))
 	f.Add(make([]byte, headerLen))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -35,6 +36,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			again = appendEntry(nil, rec.group, &l)
 		case kindDelete:
 			again = appendDelete(nil, rec.group, rec.min, rec.max)
+		case kindMark:
+			again = appendMark(nil, rec.seq, rec.size)
 		default:
 			t.Fatalf("accepted kind %d", rec.kind)
 		}
@@ -73,17 +76,20 @@ func FuzzScan(f *testing.F) {
 	})
 }
 
-// FuzzCheckTail feeds arbitrary bytes after a damaged record to the check
-// that tells an interrupted write from corruption: it must never panic,
+// FuzzCheckTail feeds arbitrary bytes after a damaged record, and any
+// extent of the write that holds it, to the checks that tell an
+// interrupted write from corruption: they must never panic,
 // and it must refuse whenever a whole valid record follows the damage
 // with no zeroed sector before it.
 func FuzzCheckTail(f *testing.F) {
 	rec := appendEntry(nil, "g", entry("g", 1, 1))
-	f.Add(append([]byte{0xFF}, rec...))
-	f.Add(append(make([]byte, 600), rec...))
-	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = checkTail(bytes.NewReader(b), 0, int64(len(b)))
-		_ = checkClean(bytes.NewReader(b), 0, int64(len(b)))
+	f.Add(append([]byte{0xFF}, rec...), int64(0), int64(0))
+	f.Add(append(make([]byte, 600), rec...), int64(0), int64(0))
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}, int64(0), int64(0))
+	f.Add(append(append(make([]byte, 600), appendMark(nil, 2, uint64(len(rec)))...), rec...), int64(0), int64(1000))
+	f.Fuzz(func(t *testing.T, b []byte, start, end int64) {
+		in := write{seq: 1, start: start, end: end}
+		_, _ = checkTail(bytes.NewReader(b), 0, int64(len(b)), in)
+		_ = checkClean(bytes.NewReader(b), 0, int64(len(b)), in)
 	})
 }

@@ -19,7 +19,11 @@ import (
 // varint appended-at (unix ns, 0 for none), uvarint len(data) ‖ data,
 // uvarint len(extensions) ‖ extensions. A delete body continues with
 // uvarint min, uvarint max: it removes the group's entries in [min, max].
-// A header of eight zero bytes marks the end of a segment's records.
+// A mark body (group empty) continues with uvarint seq, uvarint length: it
+// begins write seq, whose records are the length bytes that follow it
+// (writeRecords; Open tells the last write from earlier ones with it,
+// tail.go). A header of eight zero bytes marks the end of a segment's
+// records.
 const (
 	headerLen = 8
 	// maxBody bounds a record's body; a larger length field is corruption.
@@ -31,17 +35,26 @@ type kind byte
 const (
 	kindEntry  kind = 1
 	kindDelete kind = 2
+	// kindMark begins a write (one fdatasync). Logs written before it
+	// existed have none; they still open (TestLogWithoutMarksOpens).
+	kindMark kind = 3
 )
+
+// maxMarkLen bounds the length of a framed mark record.
+const maxMarkLen = headerLen + 2 + 2*binary.MaxVarintLen64
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// record is a decoded record body. For kindEntry, log holds the entry;
-// for kindDelete, min and max the deleted range.
+// record is a decoded record body. For kindEntry, index is the entry's;
+// for kindDelete, min and max the deleted range; for kindMark, seq and
+// size the write's sequence number and the length of its records after
+// the mark.
 type record struct {
-	kind     kind
-	group    string
-	index    uint64 // kindEntry
-	min, max uint64 // kindDelete
+	kind      kind
+	group     string
+	index     uint64 // kindEntry
+	min, max  uint64 // kindDelete
+	seq, size uint64 // kindMark
 }
 
 // appendEntry appends the framed record of one raft log entry to b.
@@ -76,6 +89,17 @@ func appendDelete(b []byte, group string, min, max uint64) []byte {
 	b = append(b, group...)
 	b = binary.AppendUvarint(b, min)
 	b = binary.AppendUvarint(b, max)
+	return seal(b, start)
+}
+
+// appendMark appends the framed mark record that begins write seq, whose
+// records are the size bytes after the mark, to b.
+func appendMark(b []byte, seq, size uint64) []byte {
+	start := len(b)
+	b = append(b, make([]byte, headerLen)...)
+	b = append(b, byte(kindMark), 0) // no group
+	b = binary.AppendUvarint(b, seq)
+	b = binary.AppendUvarint(b, size)
 	return seal(b, start)
 }
 
@@ -146,6 +170,12 @@ func decodeRecord(body []byte, out *raft.Log) (record, error) {
 	case kindDelete:
 		r.min = d.uvarint()
 		r.max = d.uvarint()
+	case kindMark:
+		r.seq = d.uvarint()
+		r.size = d.uvarint()
+		if d.err == nil && r.group != "" {
+			return r, fmt.Errorf("%w: a write mark with a group", ErrCorrupt)
+		}
 	default:
 		if d.err == nil {
 			return r, fmt.Errorf("%w: unknown record kind %d", ErrCorrupt, r.kind)

@@ -28,6 +28,14 @@ import (
 // its damage); zeroed sectors that valid records follow further than that
 // are not part of the last write.
 //
+// Every write also begins with a mark record (appendMark) naming the
+// write and the length of its records. A write is issued only once every
+// earlier one is durable, so valid records that lie past the end of the
+// write holding the damage, or a mark after the damage (a later write
+// began), mean that the damaged bytes had been synced: not an interrupted
+// write, even within maxWriteBytes of it. Logs written before marks
+// existed have none, and only the maxWriteBytes bound applies to them.
+//
 // Anything else (a damaged record, or an end of records, followed by
 // valid records) is corruption: cutting the log there would silently drop
 // acknowledged entries. checkTail and checkClean tell the two apart.
@@ -42,15 +50,31 @@ const sectorSize = 512
 // refuse the torn last write of a log written with the larger bound.
 const maxWriteBytes = 1 << 20
 
+// write is one write (one fdatasync) as its mark describes it: sequence
+// number seq, from the mark at start to end (mark and records).
+type write struct {
+	seq        uint64
+	start, end int64
+}
+
+// holds reports whether the write's records reach past off: the damage
+// that scanning found at off is inside the write. The zero write holds
+// nothing (a log or segment part without marks).
+func (w write) holds(off int64) bool { return w.start < off && off < w.end }
+
 // checkTail is called for the last segment (size bytes, read through r)
-// whose good records end at end, followed by damage or an end marker. It
-// returns nil when the damage can be an interrupted last write: nothing
-// valid follows it, or every stretch of damage before a valid record
-// overlaps an aligned sector of zeros (lost sectors of that write); then
-// dropped is the offset of the first valid record cut off with it, or -1.
-// It returns an error describing the damage otherwise, also when valid
-// records follow the damage further than one write holds (maxWriteBytes).
-func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
+// whose good records end at end, followed by damage or an end marker; in
+// is the write of the last mark before end. It returns nil when the
+// damage can be an interrupted last write: nothing valid follows it, or
+// every stretch of damage before a valid record overlaps an aligned
+// sector of zeros (lost sectors of that write); then dropped is the
+// offset of the first valid record cut off with it, or -1. It returns an
+// error describing the damage otherwise: also when valid records follow
+// the damage further than one write holds (maxWriteBytes), when a mark
+// follows it (a later write began after the damaged bytes were synced),
+// or when a valid record follows the end of the write that holds it
+// (in).
+func checkTail(r io.ReaderAt, end, size int64, in write) (dropped int64, err error) {
 	dropped = -1
 	d := end
 	beyond := func(at int64) error {
@@ -58,6 +82,20 @@ func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
 			return nil
 		}
 		return fmt.Errorf("valid records follow up to offset %d, %d bytes past the damage, more than the %d bytes one write makes durable, so this is not an interrupted write", at, at-end, maxWriteBytes)
+	}
+	// later returns an error if the valid record rec at off was written
+	// by a later write than the damage at end.
+	later := func(off int64, rec record) error {
+		if guards.Off(guards.WALWriteMarks) {
+			return nil
+		}
+		if rec.kind == kindMark {
+			return fmt.Errorf("write %d begins after it, at offset %d (a write begins only once every earlier one is durable), so this is not an interrupted write", rec.seq, off)
+		}
+		if in.holds(end) && off >= in.end {
+			return fmt.Errorf("it lies in write %d (offsets %d to %d), which a valid record of a later write follows at offset %d, so this is not an interrupted write", in.seq, in.start, in.end, off)
+		}
+		return nil
 	}
 	for {
 		p, err := nextValid(r, d+1, size)
@@ -76,9 +114,17 @@ func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
 		}
 		// Lost sectors of the last write; what follows them must be
 		// part of the same write: records, or more lost sectors.
-		next, tail, err := scan(io.NewSectionReader(r, p, size-p), p, size-p, func(int64, int, record) {})
+		var lerr error
+		next, tail, err := scan(io.NewSectionReader(r, p, size-p), p, size-p, func(off int64, _ int, rec record) {
+			if lerr == nil {
+				lerr = later(off, rec)
+			}
+		})
 		if err != nil {
 			return dropped, err
+		}
+		if lerr != nil {
+			return dropped, lerr
 		}
 		if err := beyond(next); err != nil {
 			return dropped, err
@@ -91,14 +137,23 @@ func checkTail(r io.ReaderAt, end, size int64) (dropped int64, err error) {
 }
 
 // checkClean is called for a segment that is not the last, whose records
-// end with an end marker (or the end of the file) at end. It returns an
-// error if a valid record follows: the end marker is then zeroed records.
-func checkClean(r io.ReaderAt, end, size int64) error {
+// end with an end marker (or the end of the file) at end; in is the write
+// of its last mark. It returns an error if a valid record follows (the
+// end marker is then zeroed records), or if the records end inside in:
+// every write to a segment before the last was synced before the next
+// segment began, and Open marks where it cut an interrupted write off.
+func checkClean(r io.ReaderAt, end, size int64, in write) error {
 	p, err := nextValid(r, end+1, size)
-	if err != nil || p < 0 {
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("zeroed records are followed by a valid record at offset %d", p)
+	if p >= 0 {
+		return fmt.Errorf("zeroed records are followed by a valid record at offset %d", p)
+	}
+	if in.holds(end) && !guards.Off(guards.WALWriteMarks) {
+		return fmt.Errorf("the records of write %d (offsets %d to %d) end here, and every write to a segment before the last was synced: its records after this offset were zeroed", in.seq, in.start, in.end)
+	}
+	return nil
 }
 
 // nextValid returns the first offset in [from, size) at which a valid
@@ -195,7 +250,7 @@ func plausible(r io.ReaderAt, off, length int64) (bool, error) {
 	}
 	d := decoder{b: pre}
 	switch kind(d.byte()) {
-	case kindDelete:
+	case kindDelete, kindMark:
 		return length <= int64(len(pre)), nil
 	case kindEntry:
 	default:

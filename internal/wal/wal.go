@@ -134,10 +134,13 @@ type WAL struct {
 	}
 
 	// Owned by the committer goroutine (by Open before it starts).
-	order   []*segment // oldest first; the last one is the head
-	buf     []byte
-	ops     []op
-	pending map[string]uint64
+	order    []*segment // oldest first; the last one is the head
+	buf      []byte
+	ops      []op
+	pending  map[string]uint64
+	writeSeq uint64   // the last write's sequence number (its mark's)
+	shifts   []shift  // writeRecords: where the pieces of the last write went
+	pieces   [][]byte // writeRecords: the buffers of one piece
 
 	segCount, diskBytes atomic.Int64
 	fresh               bool // Open found no segment
@@ -360,7 +363,13 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("wal: %w", err)
 	}
+	var in write // the write of the last mark read
 	end, tail, err := scan(bufio.NewReaderSize(f, 1<<20), segHeaderLen, fi.Size()-segHeaderLen, func(off int64, n int, r record) {
+		if r.kind == kindMark {
+			in = write{seq: r.seq, start: off, end: off + int64(n) + int64(r.size)}
+			w.writeSeq = max(w.writeSeq, r.seq)
+			return
+		}
 		w.apply(op{kind: r.kind, group: r.group, index: r.index, min: r.min, max: r.max,
 			l: loc{seg: seq, off: uint32(off), n: uint32(n)}})
 	})
@@ -390,14 +399,17 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 		if tail != nil {
 			return refuse(tail.Error() + ", in a segment that is not the last")
 		}
-		if err := checkClean(f, end, fi.Size()); err != nil {
+		if err := checkClean(f, end, fi.Size(), in); err != nil {
 			return refuse(err.Error())
 		}
-	} else if tail != nil || end < fi.Size() {
+		return s, nil
+	}
+	cut := false // an interrupted write is cut off at end
+	if tail != nil || end < fi.Size() || in.holds(end) {
 		// Only the last write can be incomplete, and it ends the log: if
 		// valid records follow the damage, it is not an interrupted
 		// write (unless lost sectors of that last write explain it).
-		dropped, err := checkTail(f, end, fi.Size())
+		dropped, err := checkTail(f, end, fi.Size(), in)
 		if err != nil {
 			reason := "zeroed records"
 			if tail != nil {
@@ -405,32 +417,47 @@ func (w *WAL) recoverSegment(seq uint32, last, mayDrop bool) (*segment, error) {
 			}
 			return refuse(reason + ", and " + err.Error())
 		}
-		if tail != nil || dropped >= 0 {
+		cut = tail != nil || dropped >= 0 || in.holds(end)
+		if cut {
 			reason := "zeroed sectors"
-			if tail != nil {
+			switch {
+			case tail != nil:
 				reason = tail.Error()
+			case dropped < 0:
+				reason = fmt.Sprintf("write %d holds records up to offset %d; the rest are zeros", in.seq, in.end)
 			}
 			w.log.Warn("wal: cutting off an incomplete write at the end of the log", "segment", path, "offset", end, "reason", reason, "unsynced_records_from", dropped)
 		}
 	}
-	if last {
-		// New records will follow end. Whatever the file holds after it
-		// (an interrupted write may leave intact records after a hole) is
-		// overwritten with zeros, so that nothing stale can ever follow a
-		// new record; the file keeps its size (see the length check
-		// above), and a segment whose creation lost its preallocation
-		// gets it.
-		err := zeroAfter(f, end, fi.Size())
-		if err == nil {
-			err = f.Preallocate(w.cfg.SegmentBytes)
+	// New records will follow end. Whatever the file holds after it (an
+	// interrupted write may leave intact records after a hole) is
+	// overwritten with zeros, so that nothing stale can ever follow a new
+	// record; the file keeps its size (see the length check above), and a
+	// segment whose creation lost its preallocation gets it.
+	err = zeroAfter(f, end, fi.Size())
+	if err == nil {
+		err = f.Preallocate(w.cfg.SegmentBytes)
+	}
+	if err == nil && !w.noSync {
+		err = f.Sync()
+	}
+	if err == nil && cut {
+		// A mark of an empty write where the interrupted one was cut
+		// off: the segment's last write is then complete, as checkClean
+		// requires once a later segment begins. Written only after the
+		// zeros are durable, so that a crash cannot keep it and lose
+		// them (it would break a zeroed sector that tells the next Open
+		// this was an interrupted write).
+		w.writeSeq++
+		mark := appendMark(nil, w.writeSeq, 0)
+		if _, err = f.WriteAt(mark, end); err == nil && !w.noSync {
+			err = f.SyncData()
 		}
-		if err == nil && !w.noSync {
-			err = f.Sync()
-		}
-		if err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("wal: %w", err)
-		}
+		s.size = end + int64(len(mark))
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("wal: %w", err)
 	}
 	return s, nil
 }
@@ -770,7 +797,7 @@ func (w *WAL) commit(batch []*request) {
 		}
 		head = w.order[len(w.order)-1]
 	}
-	if head.size+int64(len(reloc)+len(buf)) > math.MaxUint32 {
+	if head.size+int64(len(reloc)+len(buf))+markBytes(len(reloc)+len(buf)) > math.MaxUint32 {
 		// Nothing was written; only a single request of gigabytes gets here.
 		for _, r := range batch {
 			r.done <- errors.New("wal: batch too large for a segment")
@@ -778,23 +805,24 @@ func (w *WAL) commit(batch []*request) {
 		return
 	}
 	off := head.size
-	if err := w.writeRecords(head.f, off, reloc, buf); err != nil {
+	end, err := w.writeRecords(head.f, off, reloc, buf)
+	if err != nil {
 		w.fail(fmt.Errorf("wal: write: %w", err), batch)
 		return
 	}
 	w.mu.Lock()
 	for _, o := range relocOps {
-		o.l.seg, o.l.off = head.seq, o.l.off+uint32(off)
+		o.l.seg, o.l.off = head.seq, w.placed(off, o.l.off)
 		w.apply(o)
 	}
 	for _, o := range ops {
 		if o.kind == kindEntry {
-			o.l.seg, o.l.off = head.seq, o.l.off+uint32(off)+uint32(len(reloc))
+			o.l.seg, o.l.off = head.seq, w.placed(off, o.l.off+uint32(len(reloc)))
 		}
 		w.apply(o)
 	}
 	w.mu.Unlock()
-	head.size = off + int64(len(reloc)+len(buf))
+	head.size = end
 	w.removeDead()
 	w.updateGauges()
 	for _, r := range batch {
@@ -803,17 +831,41 @@ func (w *WAL) commit(batch []*request) {
 	w.m.observeBatch(entries, len(buf), time.Since(start))
 }
 
-// writeRecords writes the records of bufs, one after the other, at off
-// in f and makes them durable. One fdatasync covers at most maxWriteBytes
-// of them, cut at a record boundary (a larger record is written and
-// synced alone), so a crash can damage only the last such write, and
-// Open knows how far valid records can follow lost sectors of it
-// (checkTail). A group commit up to maxWriteBytes is one write per
-// buffer and one fdatasync. Committer only.
-func (w *WAL) writeRecords(f vfs.File, off int64, bufs ...[]byte) error {
-	pending := 0 // bytes written since the last fdatasync
-	sync := func() error {
-		pending = 0
+// writeRecords writes the records of bufs, one after the other, from off
+// in f and makes them durable; it returns the offset after the last one.
+// One fdatasync covers at most maxWriteBytes, cut at a record boundary
+// (a larger record is written and synced alone), so a crash can damage
+// only the last such write, and Open knows how far valid records can
+// follow lost sectors of it (checkTail). Each such write begins with a
+// mark record (appendMark) that numbers it and gives the length of its
+// records, so Open can also tell damage in an earlier write from lost
+// sectors of the last one. A group commit up to maxWriteBytes is one
+// write per buffer after the mark, and one fdatasync. placed maps the
+// records' offsets in bufs to the file. Committer only.
+func (w *WAL) writeRecords(f vfs.File, off int64, bufs ...[]byte) (int64, error) {
+	w.shifts = w.shifts[:0]
+	pieces := w.pieces[:0]
+	defer func() { clear(pieces[:cap(pieces)]); w.pieces = pieces[:0] }()
+	var in, from int // bytes of records in pieces; their offset in bufs
+	flush := func() error {
+		if in == 0 {
+			return nil
+		}
+		w.writeSeq++
+		mark := appendMark(make([]byte, 0, maxMarkLen), w.writeSeq, uint64(in))
+		w.shifts = append(w.shifts, shift{from: uint32(from), to: uint32(off) + uint32(len(mark))})
+		if _, err := f.WriteAt(mark, off); err != nil {
+			return err
+		}
+		off += int64(len(mark))
+		for _, p := range pieces {
+			if _, err := f.WriteAt(p, off); err != nil {
+				return err
+			}
+			off += int64(len(p))
+		}
+		from += in
+		pieces, in = pieces[:0], 0
 		if w.noSync {
 			return nil
 		}
@@ -824,28 +876,46 @@ func (w *WAL) writeRecords(f vfs.File, off int64, bufs ...[]byte) error {
 	}
 	for _, b := range bufs {
 		for len(b) > 0 {
-			n := recordsWithin(b, maxWriteBytes-pending)
-			if n == 0 && pending > 0 {
-				if err := sync(); err != nil {
-					return err
+			n := recordsWithin(b, maxWriteBytes-maxMarkLen-in)
+			if n == 0 && in > 0 {
+				if err := flush(); err != nil {
+					return off, err
 				}
 				continue
 			}
 			if n == 0 { // one record larger than a write
 				n = headerLen + int(binary.LittleEndian.Uint32(b[4:]))
 			}
-			if _, err := f.WriteAt(b[:n], off); err != nil {
-				return err
-			}
-			off += int64(n)
-			pending += n
+			pieces = append(pieces, b[:n])
+			in += n
 			b = b[n:]
 		}
 	}
-	if pending == 0 {
-		return nil
+	err := flush()
+	return off, err
+}
+
+// shift says where the last writeRecords put a piece: the records at
+// offset from of its buffers, and after, up to the next piece, went to
+// the file at offset to.
+type shift struct{ from, to uint32 }
+
+// placed returns the file offset of the record at offset at in the
+// buffers of the last writeRecords, which wrote from off. Committer only.
+func (w *WAL) placed(off int64, at uint32) uint32 {
+	k := sort.Search(len(w.shifts), func(k int) bool { return w.shifts[k].from > at }) - 1
+	if k < 0 { // nothing was written
+		return uint32(off) + at
 	}
-	return sync()
+	return w.shifts[k].to + at - w.shifts[k].from
+}
+
+// markBytes bounds the bytes of the marks writeRecords adds to n bytes
+// of records: a mark per piece, and two pieces in a row hold more records
+// than one piece may (the second began with a record that did not fit in
+// the first).
+func markBytes(n int) int64 {
+	return int64(2*(n/(maxWriteBytes/2)+1)) * maxMarkLen
 }
 
 // recordsWithin returns the length of the longest run of whole records at

@@ -314,6 +314,50 @@ func segments(t testing.TB, dir string) []string {
 	return names
 }
 
+// laidOut is one record of a segment file: its offset, length and
+// decoded body.
+type laidOut struct {
+	off, n int
+	rec    record
+}
+
+// layout returns the records of the segment file raw, in order, marks
+// included; the records must end cleanly.
+func layout(t testing.TB, raw []byte) []laidOut {
+	t.Helper()
+	var out []laidOut
+	_, tail, err := scan(bytes.NewReader(raw[segHeaderLen:]), segHeaderLen, int64(len(raw)-segHeaderLen), func(off int64, n int, r record) {
+		out = append(out, laidOut{off: int(off), n: n, rec: r})
+	})
+	if tail != nil || err != nil {
+		t.Fatalf("reading the segment's layout: %v, %v", tail, err)
+	}
+	return out
+}
+
+// entryAt returns the record of group's entry index in lo.
+func entryAt(t testing.TB, lo []laidOut, group string, index uint64) laidOut {
+	t.Helper()
+	for _, r := range lo {
+		if r.rec.kind == kindEntry && r.rec.group == group && r.rec.index == index {
+			return r
+		}
+	}
+	t.Fatalf("no record of %s/%d in the segment", group, index)
+	return laidOut{}
+}
+
+// marksOf returns the marks in lo: one per write.
+func marksOf(lo []laidOut) []laidOut {
+	var out []laidOut
+	for _, r := range lo {
+		if r.rec.kind == kindMark {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func TestSegmentRolloverAndRemoval(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.MaxSegments = 1000 // no relocation: removal only
@@ -467,9 +511,9 @@ func TestTruncatedSegmentIsRefused(t *testing.T) {
 	_ = w3.Close()
 }
 
-// TestTornTail cuts the log at every byte of its last record, as a crash
-// in the middle of a write would, and checks that every earlier record
-// survives and the log accepts new writes.
+// TestTornTail cuts the log at every byte of its last write (its mark and
+// its record), as a crash in the middle of a write would, and checks that
+// every earlier record survives and the log accepts new writes.
 func TestTornTail(t *testing.T) {
 	src := t.TempDir()
 	cfg := testConfig(src)
@@ -488,17 +532,14 @@ func TestTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var enc []byte
-	for _, e := range entries("g", 1, 5, 1) {
-		enc = appendEntry(enc, "g", e)
+	// The last write: its mark, then the record of g/6.
+	lo := layout(t, raw)
+	marks := marksOf(lo)
+	last := entryAt(t, lo, "g", 6)
+	if len(marks) != 3 || lo[len(lo)-1] != last || lo[len(lo)-2] != marks[2] {
+		t.Fatalf("unexpected segment layout: %+v", lo)
 	}
-	enc = appendEntry(enc, "h", entry("h", 1, 1))
-	recStart := segHeaderLen + len(enc)
-	enc = appendEntry(enc, "g", entry("g", 6, 1))
-	recEnd := segHeaderLen + len(enc)
-	if !bytes.Equal(raw[segHeaderLen:recEnd], enc) {
-		t.Fatal("unexpected segment layout")
-	}
+	recStart, recEnd := marks[2].off, last.off+last.n
 	for cut := recStart; cut < recEnd; cut++ {
 		for _, mode := range []string{"partial", "zero"} {
 			if isZero(raw[cut:recEnd]) {
@@ -543,7 +584,7 @@ func TestTornTail(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, src, dir)
 	b := slices.Clone(raw)
-	b[recStart+headerLen+3] ^= 0x40
+	b[last.off+headerLen+3] ^= 0x40
 	if err := os.WriteFile(filepath.Join(dir, filepath.Base(segs[0])), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -645,16 +686,23 @@ func TestNothingStaleFollowsNewRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1 := len(appendEntry(nil, "g", big(1, 1)))
-	n2 := len(appendEntry(nil, "g", big(2, 1)))
-	clear(raw[segHeaderLen+n1 : segHeaderLen+n1+n2]) // record 2's sectors never reached the disk
+	lo := layout(t, raw)
+	r2, r3 := entryAt(t, lo, "g", 2), entryAt(t, lo, "g", 3)
+	clear(raw[r2.off : r2.off+r2.n]) // record 2's sectors never reached the disk
 	if err := os.WriteFile(seg, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w = open(t, cfg)
 	checkRange(t, w.Log("g"), 1, 1)
-	// Same size as the lost record 2: it ends where record 3 began.
-	store(t, w.Log("g"), []*raft.Log{big(2, 2)})
+	// Open marked where it cut the log (an empty write, number 3); the
+	// next write (4) is sized to end where record 3 began.
+	from := r2.off + len(appendMark(nil, 3, 0))
+	e := big(2, 2)
+	e.Data = e.Data[:len(e.Data)-(from+len(appendMark(nil, 4, uint64(r2.n)))-r2.off)]
+	if n := len(appendEntry(nil, "g", e)); from+len(appendMark(nil, 4, uint64(n)))+n != r3.off {
+		t.Fatalf("the new record does not end where record 3 began")
+	}
+	store(t, w.Log("g"), []*raft.Log{e})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
