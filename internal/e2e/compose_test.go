@@ -115,7 +115,7 @@ func TestComposeCluster(t *testing.T) {
 		var err error
 		final, err = finalVersions(readers, keys)
 		if err == nil {
-			err = converged(final)
+			err = converged(siteOrder, final)
 		}
 		if err == nil {
 			break
@@ -213,52 +213,4 @@ func session(ctx context.Context, rec *causalcheck.Recorder, c *client.Client, r
 		time.Sleep(time.Duration(20+rng.IntN(30)) * time.Millisecond)
 	}
 	return acked
-}
-
-// finalVersions reads every key's newest version at every site (STRONG,
-// on the shard leaders: tombstones included).
-func finalVersions(readers map[string]*client.Client, keys []string) (causalcheck.Final, error) {
-	final := causalcheck.Final{}
-	for site, c := range readers {
-		m := map[string]causal.Version{}
-		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			h, err := c.History(ctx, []byte(k), 1, client.WithConsistency(client.Strong))
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("%s at %s: %w", k, site, err)
-			}
-			if len(h) > 0 {
-				m[k] = h[0].Version
-			}
-		}
-		final[site] = m
-	}
-	return final, nil
-}
-
-// converged reports whether every site holds the same newest versions.
-func converged(final causalcheck.Final) error {
-	ref := final[siteOrder[0]]
-	for _, site := range siteOrder[1:] {
-		m := final[site]
-		for k, v := range ref {
-			if m[k] != v {
-				return fmt.Errorf("%s: %v at %s, %v at %s", k, v, siteOrder[0], m[k], site)
-			}
-		}
-		for k, v := range m {
-			if _, ok := ref[k]; !ok {
-				return fmt.Errorf("%s: absent at %s, %v at %s", k, siteOrder[0], v, site)
-			}
-		}
-	}
-	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

@@ -162,7 +162,7 @@ func TestGeoLoad(t *testing.T) {
 					}
 					pmu.Unlock()
 				}
-				gsleep(ctx, 500*time.Millisecond)
+				sleep(ctx, 500*time.Millisecond)
 			}
 		}()
 		for _, to := range order {
@@ -184,7 +184,7 @@ func TestGeoLoad(t *testing.T) {
 						if ctx.Err() != nil {
 							return
 						}
-						gsleep(pctx, 50*time.Millisecond)
+						sleep(pctx, 50*time.Millisecond)
 						continue
 					}
 					octx, ocancel := context.WithTimeout(pctx, 2*time.Second)
@@ -204,7 +204,7 @@ func TestGeoLoad(t *testing.T) {
 						pending[to] = ps[i:]
 						pmu.Unlock()
 					}
-					gsleep(pctx, 50*time.Millisecond)
+					sleep(pctx, 50*time.Millisecond)
 				}
 			}()
 		}
@@ -223,10 +223,10 @@ func TestGeoLoad(t *testing.T) {
 	var final causalcheck.Final
 	if err := poll.Every(500*time.Millisecond).Wait(5*time.Minute, func() error {
 		var err error
-		if final, err = loadFinal(readers, all); err != nil {
+		if final, err = finalVersions(readers, all); err != nil {
 			return err
 		}
-		return loadConverged(order, final)
+		return converged(order, final)
 	}); err != nil {
 		t.Errorf("the sites did not converge within 5 minutes after the load: %v", err)
 	}
@@ -354,7 +354,7 @@ func loadSession(ctx context.Context, rec *causalcheck.Recorder, st *loadStats, 
 			st.acked = append(st.acked, ackedWrite{key, v, site})
 			st.mu.Unlock()
 		}
-		gsleep(ctx, time.Duration(15+rng.IntN(25))*time.Millisecond)
+		sleep(ctx, time.Duration(15+rng.IntN(25))*time.Millisecond)
 	}
 }
 
@@ -368,47 +368,6 @@ func errText(err error) string {
 		s = s[:200]
 	}
 	return s
-}
-
-// loadFinal reads every key's newest version at every site (STRONG, on
-// the shard leaders: tombstones included).
-func loadFinal(readers map[string]*client.Client, keys []string) (causalcheck.Final, error) {
-	final := causalcheck.Final{}
-	for site, c := range readers {
-		m := map[string]causal.Version{}
-		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			h, err := c.History(ctx, []byte(k), 1, client.WithConsistency(client.Strong))
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("%s at %s: %w", k, site, err)
-			}
-			if len(h) > 0 {
-				m[k] = h[0].Version
-			}
-		}
-		final[site] = m
-	}
-	return final, nil
-}
-
-// loadConverged reports whether every site holds the same newest versions.
-func loadConverged(order []string, final causalcheck.Final) error {
-	ref := final[order[0]]
-	for _, site := range order[1:] {
-		m := final[site]
-		for k, v := range ref {
-			if m[k] != v {
-				return fmt.Errorf("%s: %v at %s, %v at %s", k, v, order[0], m[k], site)
-			}
-		}
-		for k, v := range m {
-			if _, ok := ref[k]; !ok {
-				return fmt.Errorf("%s: absent at %s, %v at %s", k, order[0], v, site)
-			}
-		}
-	}
-	return nil
 }
 
 // phase is a part of the run, between two lines of GEOLOAD_PHASES.
@@ -532,12 +491,4 @@ func report(t *testing.T, order []string, st *loadStats, t0, end time.Time) {
 		}
 	}
 	t.Log(b.String())
-}
-
-// gsleep waits d or until ctx ends.
-func gsleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
