@@ -75,6 +75,7 @@ BITES=(
   "wal-write-marks|./internal/wal|^TestZeroedSectorOfAnEarlierWriteIsRefused\$"
   "wal-write-marks|./internal/wal|^TestZeroedEndOfAnEarlierSegmentIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
+  "stop-refuses-leader|./internal/clustertest|^TestStoppingNodeTakesNoLeadershipBack\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"
   "log-hold|./internal/clustertest|^TestReplicaThatLostEntriesHoldsItsVote\$"

@@ -51,8 +51,8 @@ var (
 	// reads until it is repaired).
 	ErrLeaderRefused = errors.New("catalog: the replica failed its consistency check and takes no leadership")
 	// ErrLeaderNotYet: a shard's leadership was not moved to a replica its
-	// leader has had no answer from lately, or that lacks much of its log;
-	// a later round tries again.
+	// leader has had no answer from lately, that lacks much of its log, or
+	// whose node is stopping; a later round tries again.
 	ErrLeaderNotYet = errors.New("catalog: the replica has not answered or caught up with the shard's leader lately")
 )
 

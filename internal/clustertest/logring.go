@@ -71,3 +71,16 @@ func containsAny(s string, subs []string) bool {
 	}
 	return false
 }
+
+// find returns the first line that holds sub among the lines the ring
+// still keeps, or "".
+func (r *logRing) find(sub string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lines {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}

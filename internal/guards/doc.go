@@ -225,6 +225,13 @@ const (
 	// closes them (server.Stop); off, they have no leader until an
 	// election timeout has passed.
 	LeaderHandOff
+	// StopRefusesLeader makes a stopping node refuse leadership
+	// (transport.Network.RefuseLeadership): a leadership transfer to it
+	// fails, and its replicas start no election; off, the site catalog's
+	// leader balancing hands shards back to it while it finishes its
+	// requests in flight, and they have no leader after it exits until an
+	// election timeout has passed.
+	StopRefusesLeader
 	// RemoveReachable removes a live voter of a shard (draining, or moved
 	// away) only when the voters left that gossip reports alive are a
 	// majority: a node dead for less than its DeadGrace still counts as
@@ -326,6 +333,7 @@ var names = map[Guard]string{
 	WALLastWrite:         "wal-last-write",
 	WALWriteMarks:        "wal-write-marks",
 	LeaderHandOff:        "leader-hand-off",
+	StopRefusesLeader:    "stop-refuses-leader",
 	RemoveReachable:      "remove-reachable",
 	SiteGone:             "site-gone",
 	LogHold:              "log-hold",
@@ -345,7 +353,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate, WALWriteMarks}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate, WALWriteMarks, StopRefusesLeader}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -496,12 +495,14 @@ func damaged(err error) bool {
 
 // HandOff transfers the leadership of every group this node leads, and
 // that has another voter, all at once, and waits for the transfers until
-// ctx ends. It returns how many completed. A node that stops calls it
-// first: the shards it led then have a leader again within a round trip
-// instead of an election timeout, during which they took no write.
-func (h *Host) HandOff(ctx context.Context) int {
+// ctx ends. It returns how many completed, and the error of each shard
+// whose transfer did not (by shard id). A node that stops calls it first:
+// the shards it led then have a leader again within a round trip instead
+// of an election timeout, during which they took no write.
+func (h *Host) HandOff(ctx context.Context) (handed int, failed map[string]error) {
 	var wg sync.WaitGroup
-	var done atomic.Int64
+	var mu sync.Mutex
+	failed = map[string]error{}
 	for _, g := range h.Groups() {
 		if !g.IsLeader() {
 			continue
@@ -509,16 +510,21 @@ func (h *Host) HandOff(ctx context.Context) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			switch err := raftutil.HandOff(ctx, g.Raft()); {
-			case err == nil:
-				done.Add(1)
-			case !errors.Is(err, raftutil.ErrNoOtherVoter):
-				h.log.Debug("handing off the leadership of a shard", "shard", g.ID().String(), "err", err)
+			err := raftutil.HandOff(ctx, g.Raft())
+			if errors.Is(err, raftutil.ErrNoOtherVoter) || errors.Is(err, raftutil.ErrNotLeading) {
+				return // nothing to hand off, or it was handed off meanwhile
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[g.ID().String()] = err
+				return
+			}
+			handed++
 		}()
 	}
 	wg.Wait()
-	return int(done.Load())
+	return handed, failed
 }
 
 // Close closes every replica (their data stays).

@@ -19,6 +19,7 @@ import (
 	"github.com/causeway-db/causeway/internal/recovery"
 	"github.com/causeway-db/causeway/internal/shard"
 	"github.com/causeway-db/causeway/internal/storage"
+	"github.com/causeway-db/causeway/internal/transport"
 )
 
 // Local gives the service this node's replicas.
@@ -527,6 +528,11 @@ func (x Shards) TransferLeader(ctx context.Context, s placement.Shard, replicas 
 		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderRefused, to.ID, s, err)
 	}
 	if status.Code(err) == codes.FailedPrecondition && strings.Contains(status.Convert(err).Message(), ErrTargetSilent.Error()) {
+		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderNotYet, to.ID, s, err)
+	}
+	if status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), transport.ErrStopping.Error()) {
+		// The target stops (it still gossips while it finishes its
+		// requests in flight); it is not alive for the next rounds.
 		return fmt.Errorf("%w: %s of %s: %v", catalog.ErrLeaderNotYet, to.ID, s, err)
 	}
 	return err

@@ -114,6 +114,7 @@ type Server struct {
 	gossip                   gossipWatch // gossip seeds and the site's view (rejoin.go)
 	wg                       sync.WaitGroup
 	stopOnce                 sync.Once
+	stopHold                 stopHold // tests only (testhooks.go)
 
 	// stopping is closed as Stop begins: background loops (the host's
 	// reconciler, the catalog's leader loop, garbage collection) end at
@@ -883,8 +884,18 @@ func (s *Server) handOff(ctx context.Context) {
 	if s.cluster != nil {
 		group("cluster configuration group", s.cluster.HandOff)
 	}
-	if n := s.host.HandOff(ctx); n > 0 {
-		s.log.Info("handed the leadership of shards to other nodes", "shards", n)
+	handed, failed := s.host.HandOff(ctx)
+	if handed > 0 {
+		s.log.Info("handed the leadership of shards to other nodes", "shards", handed)
+	}
+	if len(failed) > 0 {
+		ids := make([]string, 0, len(failed))
+		for id := range failed {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		s.log.Warn("could not hand the leadership of shards to another node: they elect a leader once their followers' heartbeat timeout passes",
+			"shards", ids, "err", failed[ids[0]])
 	}
 	wg.Wait()
 }
@@ -897,6 +908,13 @@ func (s *Server) Stop() {
 		if !s.killed {
 			s.log.Info("kvd stopping: handing the leadership of its groups to other nodes, then finishing the requests in flight",
 				"hand_off_wait", min(s.cfg.ShutdownGrace, handOffWait), "shutdown_grace", s.cfg.ShutdownGrace)
+		}
+		if s.network != nil && !s.killed {
+			// From now on the node takes no leadership: the catalog's
+			// leader balancing, which still counts it alive, would hand
+			// shards back to it while it finishes, and they would have
+			// no leader after it exits (transport/stopping.go).
+			s.network.RefuseLeadership()
 		}
 		// Background loops first, at once: nothing new is started while
 		// requests in flight drain.
@@ -917,6 +935,7 @@ func (s *Server) Stop() {
 			s.handOff(ctx)
 			cancel()
 		}
+		s.stopHold.wait()
 		graceful := func(g *grpc.Server) {
 			done := make(chan struct{})
 			go func() { g.GracefulStop(); close(done) }()

@@ -31,6 +31,9 @@ var (
 	// transfer that would break a leader's read lease (lease.go).
 	// Retryable: raft campaigns again.
 	ErrLeaseRefused = errors.New("transport: refused to keep a read lease")
+	// ErrStopping: the receiving node is stopping and refuses a leadership
+	// transfer to it (stopping.go). The transfer's leader goes on leading.
+	ErrStopping = errors.New("transport: the node is stopping and takes no leadership")
 )
 
 // refusedf returns an ErrLeaseRefused describing what was refused.
@@ -58,7 +61,7 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrInvalidRequest):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrLeaseRefused), errors.Is(err, errIncarnationUnrecorded):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrLeaseRefused), errors.Is(err, ErrStopping), errors.Is(err, errIncarnationUnrecorded):
 		code = codes.Unavailable
 	case errors.Is(err, ErrIncarnation):
 		code = codes.FailedPrecondition

@@ -237,6 +237,9 @@ func (g *groupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 
 // RequestVote implements raft.Transport.
 func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := g.campaignStopping(args.LeadershipTransfer); err != nil {
+		return err
+	}
 	if err := g.campaignHeld(args.LeadershipTransfer); err != nil {
 		return err
 	}
@@ -251,6 +254,9 @@ func (g *groupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress,
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *groupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := g.campaignStopping(false); err != nil {
+		return err
+	}
 	if err := g.campaignHeld(false); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -32,6 +33,8 @@ type Network struct {
 	// stopKeepalives ends the keepalive goroutine (quiet.go), if any;
 	// keepalivesDone is closed when it returned.
 	stopKeepalives, keepalivesDone chan struct{}
+	// stopping is set by RefuseLeadership (stopping.go).
+	stopping atomic.Bool
 
 	mu struct {
 		sync.RWMutex

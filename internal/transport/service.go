@@ -90,6 +90,11 @@ func (s *service) RequestPreVote(ctx context.Context, req *peerv1.RequestPreVote
 
 // TimeoutNow implements peerv1.RaftServer.
 func (s *service) TimeoutNow(ctx context.Context, req *peerv1.TimeoutNowRequest) (*peerv1.TimeoutNowResponse, error) {
+	if err := s.stoppingTransfer(req); err != nil {
+		err = toStatus(err)
+		s.n.metrics.observeReceived(typeTimeoutNow, proto.Size(req), 0, err)
+		return nil, err
+	}
 	if err := s.staleTransfer(req); err != nil {
 		err = toStatus(err)
 		s.n.metrics.observeReceived(typeTimeoutNow, proto.Size(req), 0, err)
