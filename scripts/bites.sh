@@ -76,6 +76,7 @@ BITES=(
   "wal-write-marks|./internal/wal|^TestZeroedEndOfAnEarlierSegmentIsRefused\$"
   "leader-hand-off|./internal/clustertest|^TestStoppedLeaderHandsOff\$"
   "stop-refuses-leader|./internal/clustertest|^TestStoppingNodeTakesNoLeadershipBack\$"
+  "replication-backoff-cap|./internal/raftutil|^TestFollowerBackFromAnOutageGetsEntriesAtOnce\$"
   "remove-reachable|./internal/placement|^TestPlanKeepsAReachableQuorum\$"
   "site-gone|./internal/clustertest|^TestRemoveALostSite\$"
   "log-hold|./internal/clustertest|^TestReplicaThatLostEntriesHoldsItsVote\$"

@@ -229,6 +229,7 @@ func Open(cfg Config, deps Deps, bootstrap bool) (*Catalog, error) {
 	if cfg.CommitTimeout > 0 {
 		rc.CommitTimeout = cfg.CommitTimeout
 	}
+	rc.MaxReplicationBackoff = raftutil.MaxReplicationBackoff(rc.HeartbeatTimeout)
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true

@@ -170,6 +170,7 @@ func Open(opts Options, deps Deps, bootstrap bool) (*Cluster, error) {
 	rc.Logger = logging.HCLog(c.log, "raft", hclog.Warn)
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout
 	rc.CommitTimeout = opts.CommitTimeout
+	rc.MaxReplicationBackoff = raftutil.MaxReplicationBackoff(rc.HeartbeatTimeout)
 	rc.SnapshotThreshold = 1024
 	rc.TrailingLogs = 1024
 	rc.NoLegacyTelemetry = true

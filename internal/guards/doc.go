@@ -232,6 +232,12 @@ const (
 	// requests in flight, and they have no leader after it exits until an
 	// election timeout has passed.
 	StopRefusesLeader
+	// ReplicationBackoffCap caps a leader's wait between attempts to
+	// replicate to a follower it failed to reach at a quarter of the
+	// heartbeat timeout (raftutil.MaxReplicationBackoff); off, the wait
+	// doubles up to 10.24 s, and a follower back from an outage gets no
+	// entries for that long.
+	ReplicationBackoffCap
 	// RemoveReachable removes a live voter of a shard (draining, or moved
 	// away) only when the voters left that gossip reports alive are a
 	// majority: a node dead for less than its DeadGrace still counts as
@@ -289,58 +295,59 @@ const (
 )
 
 var names = map[Guard]string{
-	ReadBarrier:          "read-barrier",
-	FloorWait:            "floor-wait",
-	WALSync:              "wal-sync",
-	SnapshotSync:         "snapshot-sync",
-	CausalFloor:          "causal-floor",
-	GCFrontier:           "gc-frontier",
-	DependencyWait:       "dependency-wait",
-	SessionArrival:       "session-arrival",
-	SnapshotCut:          "snapshot-cut",
-	CommitPush:           "commit-push",
-	LeaderToAlive:        "leader-to-alive",
-	RequestDedupe:        "request-dedupe",
-	LateBatch:            "late-batch",
-	LeaderCaughtUp:       "leader-caught-up",
-	QuietConfirmed:       "quiet-confirmed",
-	QuietCommit:          "quiet-commit",
-	QuietLogCheck:        "quiet-log-check",
-	LeaderAppend:         "leader-append",
-	StateOpenReads:       "state-open-reads",
-	StateFlush:           "state-flush",
-	StateFailStop:        "state-fail-stop",
-	RequestIndexRollback: "request-index-rollback",
-	RecoveryConfigCheck:  "recovery-config-check",
-	LeaseExpiry:          "lease-expiry",
-	LeaseTransfer:        "lease-transfer",
-	StaleTransfer:        "stale-transfer",
-	VoteHold:             "vote-hold",
-	FreshIdentity:        "fresh-identity",
-	DropConfirm:          "drop-confirm",
-	BootstrapConfirm:     "bootstrap-confirm",
-	SiteIncarnation:      "site-incarnation",
-	NodeRemoveCheck:      "node-remove-check",
-	CASTurn:              "cas-turn",
-	StateChecksum:        "state-checksum",
-	RemoveSiteCheck:      "remove-site-check",
-	ClusterSession:       "cluster-session",
-	LeaderReach:          "leader-reach",
-	LogKept:              "log-kept",
-	RestartGrace:         "restart-grace",
-	ClockAhead:           "clock-ahead",
-	WALLength:            "wal-length",
-	WALLastWrite:         "wal-last-write",
-	WALWriteMarks:        "wal-write-marks",
-	LeaderHandOff:        "leader-hand-off",
-	StopRefusesLeader:    "stop-refuses-leader",
-	RemoveReachable:      "remove-reachable",
-	SiteGone:             "site-gone",
-	LogHold:              "log-hold",
-	PeerAddressInUse:     "peer-address-in-use",
-	TxnFresh:             "txn-fresh",
-	RaftDBFailStop:       "raft-db-fail-stop",
-	JoinGate:             "join-gate",
+	ReadBarrier:           "read-barrier",
+	FloorWait:             "floor-wait",
+	WALSync:               "wal-sync",
+	SnapshotSync:          "snapshot-sync",
+	CausalFloor:           "causal-floor",
+	GCFrontier:            "gc-frontier",
+	DependencyWait:        "dependency-wait",
+	SessionArrival:        "session-arrival",
+	SnapshotCut:           "snapshot-cut",
+	CommitPush:            "commit-push",
+	LeaderToAlive:         "leader-to-alive",
+	RequestDedupe:         "request-dedupe",
+	LateBatch:             "late-batch",
+	LeaderCaughtUp:        "leader-caught-up",
+	QuietConfirmed:        "quiet-confirmed",
+	QuietCommit:           "quiet-commit",
+	QuietLogCheck:         "quiet-log-check",
+	LeaderAppend:          "leader-append",
+	StateOpenReads:        "state-open-reads",
+	StateFlush:            "state-flush",
+	StateFailStop:         "state-fail-stop",
+	RequestIndexRollback:  "request-index-rollback",
+	RecoveryConfigCheck:   "recovery-config-check",
+	LeaseExpiry:           "lease-expiry",
+	LeaseTransfer:         "lease-transfer",
+	StaleTransfer:         "stale-transfer",
+	VoteHold:              "vote-hold",
+	FreshIdentity:         "fresh-identity",
+	DropConfirm:           "drop-confirm",
+	BootstrapConfirm:      "bootstrap-confirm",
+	SiteIncarnation:       "site-incarnation",
+	NodeRemoveCheck:       "node-remove-check",
+	CASTurn:               "cas-turn",
+	StateChecksum:         "state-checksum",
+	RemoveSiteCheck:       "remove-site-check",
+	ClusterSession:        "cluster-session",
+	LeaderReach:           "leader-reach",
+	LogKept:               "log-kept",
+	RestartGrace:          "restart-grace",
+	ClockAhead:            "clock-ahead",
+	WALLength:             "wal-length",
+	WALLastWrite:          "wal-last-write",
+	WALWriteMarks:         "wal-write-marks",
+	LeaderHandOff:         "leader-hand-off",
+	StopRefusesLeader:     "stop-refuses-leader",
+	ReplicationBackoffCap: "replication-backoff-cap",
+	RemoveReachable:       "remove-reachable",
+	SiteGone:              "site-gone",
+	LogHold:               "log-hold",
+	PeerAddressInUse:      "peer-address-in-use",
+	TxnFresh:              "txn-fresh",
+	RaftDBFailStop:        "raft-db-fail-stop",
+	JoinGate:              "join-gate",
 }
 
 // String returns the guard's name, as CAUSEWAY_GUARDS_OFF spells it.
@@ -353,7 +360,7 @@ func (g Guard) String() string {
 
 // All returns every guard.
 func All() []Guard {
-	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate, WALWriteMarks, StopRefusesLeader}
+	return []Guard{ReadBarrier, FloorWait, WALSync, SnapshotSync, CausalFloor, GCFrontier, DependencyWait, SessionArrival, SnapshotCut, RequestDedupe, CommitPush, LeaderToAlive, LateBatch, LeaderCaughtUp, QuietConfirmed, QuietCommit, QuietLogCheck, LeaderAppend, StateOpenReads, StateFlush, StateFailStop, RequestIndexRollback, RecoveryConfigCheck, LeaseExpiry, LeaseTransfer, StaleTransfer, VoteHold, FreshIdentity, DropConfirm, BootstrapConfirm, SiteIncarnation, NodeRemoveCheck, CASTurn, StateChecksum, RemoveSiteCheck, ClusterSession, LeaderReach, LogKept, RestartGrace, ClockAhead, WALLength, LeaderHandOff, RemoveReachable, SiteGone, LogHold, PeerAddressInUse, WALLastWrite, TxnFresh, RaftDBFailStop, JoinGate, WALWriteMarks, StopRefusesLeader, ReplicationBackoffCap}
 }
 
 // EnvVar is the environment variable that lists the guards to turn off in

@@ -241,6 +241,9 @@ func Open(id storage.ShardID, cfg Config, deps Deps) (*Group, error) {
 	// A term that cannot be saved in raft.db (a full or failing disk)
 	// stops the replica instead of panicking the node
 	// (third_party/raft/FORK.md).
+	// A follower back from an outage gets entries within a quarter of the
+	// heartbeat timeout (third_party/raft/FORK.md).
+	rc.MaxReplicationBackoff = raftutil.MaxReplicationBackoff(cfg.HeartbeatTimeout)
 	rc.TermSaveFailed = func(err error) { g.onFatal(fmt.Errorf("its raft term cannot be saved: %w", err)) }
 
 	snaps, err := snapstore.New(snapstore.Config{Dir: SnapshotDir(cfg, id), Retain: 2, FS: cfg.FS}, g.log)

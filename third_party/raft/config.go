@@ -250,6 +250,14 @@ type Config struct {
 	// (Causeway's copy, FORK.md.)
 	SoleVoterElectsAtOnce bool
 
+	// MaxReplicationBackoff, if positive, caps the wait between a
+	// leader's attempts to replicate to a follower that failed (released:
+	// 10 ms doubling per failure up to 10.24 s, so a follower that was
+	// down for ten seconds or more waited up to 10 s after it came back
+	// before it got an entry, and a group it was needed in for a quorum
+	// stalled that long). (Causeway's copy, FORK.md.)
+	MaxReplicationBackoff time.Duration
+
 	// TermSaveFailed, if set, is called when the current term cannot be
 	// saved in the StableStore (a full or failing disk), instead of
 	// panicking: raft logs the failure, keeps its term and abandons what

@@ -217,8 +217,13 @@ func (r *Raft) replicateTo(s *followerReplication, lastIndex uint64) (shouldStop
 START:
 	// Prevent an excessive retry rate on errors
 	if s.failures > 0 {
+		wait := backoff(failureWait, s.failures, maxFailureScale)
+		if c := r.config().MaxReplicationBackoff; c > 0 && wait > c {
+			// Causeway's copy (FORK.md): capped.
+			wait = c
+		}
 		select {
-		case <-time.After(backoff(failureWait, s.failures, maxFailureScale)):
+		case <-time.After(wait):
 		case <-r.shutdownCh:
 		}
 	}
