@@ -38,20 +38,6 @@ func docker(t *testing.T, args ...string) {
 	t.Logf("docker %s", strings.Join(args, " "))
 }
 
-func newClient(t *testing.T, site string) *client.Client {
-	t.Helper()
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = sites[site]
-	cfg.RequestTimeout = 5 * time.Second
-	cfg.MaxRetries = 3
-	c, err := client.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestComposeCluster runs a causal workload from the host against every
 // site while a node is killed and a site is cut off from the others, then
 // heals everything and checks that every acknowledged write is at every
@@ -72,7 +58,7 @@ func TestComposeCluster(t *testing.T) {
 	acked := 0
 	for si, site := range siteOrder {
 		for s := range 2 {
-			c := newClient(t, site)
+			c := siteClient(t, sites[site], 5*time.Second)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -107,7 +93,7 @@ func TestComposeCluster(t *testing.T) {
 	// Every site converges to the same newest version of every key.
 	readers := map[string]*client.Client{}
 	for _, site := range siteOrder {
-		readers[site] = newClient(t, site)
+		readers[site] = siteClient(t, sites[site], 5*time.Second)
 	}
 	var final causalcheck.Final
 	deadline := time.Now().Add(2 * time.Minute)

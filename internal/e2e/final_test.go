@@ -5,12 +5,29 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/causeway-db/causeway/client"
 	"github.com/causeway-db/causeway/internal/causal"
 	"github.com/causeway-db/causeway/internal/causalcheck"
 )
+
+// siteClient returns a client of eps whose attempts last at most
+// attempt, with three retries.
+func siteClient(t *testing.T, eps []string, attempt time.Duration) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = eps
+	cfg.RequestTimeout = attempt
+	cfg.MaxRetries = 3
+	c, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
 
 // finalVersions reads every key's newest version at every site (STRONG,
 // on the shard leaders: tombstones included).

@@ -61,21 +61,6 @@ func (s *loadStats) add(o loadOp) {
 	s.mu.Unlock()
 }
 
-// loadClient returns a client of eps with short attempts.
-func loadClient(t *testing.T, eps []string) *client.Client {
-	t.Helper()
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = eps
-	cfg.RequestTimeout = 3 * time.Second
-	cfg.MaxRetries = 3
-	c, err := client.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestGeoLoad runs a causal workload against running sites
 // (GEOLOAD_SITES=s1=ADDR,s2=ADDR,...) for GEOLOAD_DURATION, then checks
 // convergence, acknowledged writes and causal+; GEOLOAD_PHASES names a file
@@ -119,7 +104,7 @@ func TestGeoLoad(t *testing.T) {
 					}
 				}
 			}
-			c := loadClient(t, eps)
+			c := siteClient(t, eps, 3*time.Second)
 			name := fmt.Sprintf("%s/c%d", site, k)
 			rng := rand.New(rand.NewPCG(uint64(si), uint64(k)))
 			wg.Add(1)
@@ -139,7 +124,7 @@ func TestGeoLoad(t *testing.T) {
 	for _, from := range order {
 		pk := fmt.Sprintf("gl/%d/probe/%s", run, from)
 		probeKeys = append(probeKeys, pk)
-		pc := loadClient(t, []string{addr[from]})
+		pc := siteClient(t, []string{addr[from]}, 3*time.Second)
 		var pmu sync.Mutex
 		var pending = map[string][]probe{}
 		wg.Add(1)
@@ -169,7 +154,7 @@ func TestGeoLoad(t *testing.T) {
 			if to == from {
 				continue
 			}
-			rc := loadClient(t, []string{addr[to]})
+			rc := siteClient(t, []string{addr[to]}, 3*time.Second)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -217,7 +202,7 @@ func TestGeoLoad(t *testing.T) {
 	// Convergence: every key's newest version at every site.
 	readers := map[string]*client.Client{}
 	for _, site := range order {
-		readers[site] = loadClient(t, []string{addr[site]})
+		readers[site] = siteClient(t, []string{addr[site]}, 3*time.Second)
 	}
 	all := append(slices.Clone(keys), probeKeys...)
 	var final causalcheck.Final
